@@ -1,0 +1,326 @@
+"""Validate the retrieval benchmark question sets in ``bench/questions/*.jsonl``.
+
+Each file is named after a corpus of ``bench/corpora.json`` and holds one JSON object per
+line::
+
+    {"id": "requests-001", "lang": "en"|"zh", "type": "lookup"|"descriptive"|"chain"|"absent",
+     "query": "...", "gold": [{"file": "src/requests/sessions.py",
+                               "start_line": 120, "end_line": 185}, ...]}
+
+Checks: schema, unique ids, gold files exist under the fetched corpus root, ranges lie
+inside the file with ``start_line <= end_line``, every gold range starts (after any
+decorators) at a def/class/func/type/const/var or an assignment, Python ranges span exactly
+one definition or assignment, Go ranges have balanced brackets, ``absent`` questions have no
+gold and ``chain`` questions have at least two links. It also enforces the question mix
+(at least a quarter Chinese per non-absent type, at least ten chain and one absent question
+per corpus), prints counts per corpus x type x lang and exits non-zero on any error.
+
+Usage::
+
+    python bench/check_questions.py [--no-fetch]
+
+``--no-fetch`` skips checks that need the corpus sources when they are not already cached.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import json
+import pathlib
+import re
+import sys
+
+BENCH_DIR = pathlib.Path(__file__).resolve().parent
+QUESTIONS_DIR = BENCH_DIR / "questions"
+sys.path.insert(0, str(BENCH_DIR))
+
+import fetch  # noqa: E402
+
+TYPES = ("lookup", "descriptive", "chain", "absent")
+LANGS = ("en", "zh")
+KEYS = {"id", "lang", "type", "query", "gold"}
+GOLD_KEYS = {"file", "start_line", "end_line"}
+MIN_ZH_SHARE = 0.25
+MIN_CHAIN = 10
+MIN_ABSENT = 1
+
+DEF_START = re.compile(
+    r"^(?:async\s+def|def|class)\s+\w+"  # Python definitions
+    r"|^func\b"  # Go functions and methods
+    r"|^(?:type|const|var)\b"  # Go declarations (single or grouped)
+    r"|^[A-Za-z_][\w.]*\s*(?::[^=]+)?=(?!=)"  # assignment, optionally annotated
+)
+
+ID_RE = re.compile(r"^[a-z0-9_]+-\d{3,}$")
+
+
+class Checker:
+    """Collects errors while validating all question files."""
+
+    def __init__(self, fetch_sources: bool) -> None:
+        """Set up empty error and count tables."""
+        self.fetch_sources = fetch_sources
+        self.errors: list[str] = []
+        self.counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self.file_cache: dict[pathlib.Path, list[str]] = {}
+        self.py_spans: dict[pathlib.Path, set[tuple[int, int]]] = {}
+
+    def error(self, where: str, message: str) -> None:
+        """Record one error."""
+        self.errors.append(f"{where}: {message}")
+
+    def lines_of(self, path: pathlib.Path) -> list[str]:
+        """Return the lines of a source file (cached)."""
+        if path not in self.file_cache:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            self.file_cache[path] = text.splitlines()
+        return self.file_cache[path]
+
+    def python_spans(self, path: pathlib.Path) -> set[tuple[int, int]]:
+        """Return the (start, end) spans of every def, class and assignment in a file."""
+        if path not in self.py_spans:
+            spans: set[tuple[int, int]] = set()
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    end = node.end_lineno or node.lineno
+                    spans.add((node.lineno, end))
+                    if node.decorator_list:
+                        first = min(d.lineno for d in node.decorator_list)
+                        spans.add((first, end))
+                elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    spans.add((node.lineno, node.end_lineno or node.lineno))
+            self.py_spans[path] = spans
+        return self.py_spans[path]
+
+    def check_file(self, path: pathlib.Path, corpora: dict[str, dict], seen: set[str]) -> None:
+        """Validate one ``<corpus>.jsonl`` file."""
+        corpus = path.stem
+        if corpus not in corpora:
+            self.error(str(path), f"no corpus named {corpus!r} in bench/corpora.json")
+            return
+        root = self.corpus_root(corpus)
+        for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            where = f"{path.name}:{number}"
+            if not raw.strip():
+                self.error(where, "blank line")
+                continue
+            try:
+                question = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                self.error(where, f"invalid JSON: {exc}")
+                continue
+            self.check_question(where, corpus, question, root, seen)
+
+    def corpus_root(self, corpus: str) -> pathlib.Path | None:
+        """Return the corpus root, fetching it unless --no-fetch was given."""
+        entry = fetch.get_corpus(corpus)
+        cached = fetch.extracted_dir(entry) / entry["root"]
+        if cached.is_dir():
+            return cached
+        if not self.fetch_sources:
+            print(f"note: {corpus} not fetched; skipping source checks", file=sys.stderr)
+            return None
+        try:
+            return fetch.corpus_root(corpus)
+        except fetch.FetchError as exc:
+            self.error(corpus, f"cannot fetch corpus: {exc}")
+            return None
+
+    def check_question(
+        self,
+        where: str,
+        corpus: str,
+        q: object,
+        root: pathlib.Path | None,
+        seen: set[str],
+    ) -> None:
+        """Validate the schema and gold ranges of one question."""
+        if not isinstance(q, dict):
+            self.error(where, "not a JSON object")
+            return
+        if set(q) != KEYS:
+            self.error(where, f"keys must be {sorted(KEYS)}, got {sorted(q)}")
+            return
+        qid, lang, qtype, query, gold = q["id"], q["lang"], q["type"], q["query"], q["gold"]
+        if not isinstance(qid, str) or not ID_RE.match(qid) or not qid.startswith(f"{corpus}-"):
+            self.error(where, f"bad id {qid!r} (want '{corpus}-NNN')")
+        elif qid in seen:
+            self.error(where, f"duplicate id {qid}")
+        else:
+            seen.add(qid)
+        where = f"{where} ({qid})"
+        if lang not in LANGS:
+            self.error(where, f"lang must be one of {LANGS}")
+        if qtype not in TYPES:
+            self.error(where, f"type must be one of {TYPES}")
+        if not isinstance(query, str) or not query.strip():
+            self.error(where, "query must be a non-empty string")
+        elif lang == "zh" and not re.search(r"[\u4e00-\u9fff]", query):
+            self.error(where, "lang is zh but the query has no Chinese characters")
+        if not isinstance(gold, list):
+            self.error(where, "gold must be a list")
+            return
+        if qtype == "absent" and gold:
+            self.error(where, "absent questions must have an empty gold list")
+        if qtype in ("lookup", "descriptive") and not gold:
+            self.error(where, "gold must not be empty")
+        if qtype == "chain" and len(gold) < 2:
+            self.error(where, "chain questions need at least two gold links")
+        for index, item in enumerate(gold):
+            self.check_gold(f"{where} gold[{index}]", item, root)
+        if lang in LANGS and qtype in TYPES:
+            self.counts[(corpus, str(qtype), str(lang))] += 1
+
+    def check_gold(self, where: str, item: object, root: pathlib.Path | None) -> None:
+        """Validate one gold range against the corpus source."""
+        if not isinstance(item, dict) or set(item) != GOLD_KEYS:
+            self.error(where, f"must be an object with keys {sorted(GOLD_KEYS)}")
+            return
+        rel, start, end = item["file"], item["start_line"], item["end_line"]
+        if (
+            not isinstance(rel, str)
+            or not rel
+            or "\\" in rel
+            or rel.startswith("/")
+            or ".." in rel.split("/")
+        ):
+            self.error(where, f"file must be a relative '/'-separated path, got {rel!r}")
+            return
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end))
+        if not ints or start < 1 or end < start:
+            self.error(where, f"need integers 1 <= start_line <= end_line, got {start}-{end}")
+            return
+        if root is None:
+            return
+        path = root / rel
+        if not path.is_file():
+            self.error(where, f"{rel} does not exist under {root}")
+            return
+        lines = self.lines_of(path)
+        if end > len(lines):
+            self.error(where, f"{rel}:{start}-{end} beyond end of file ({len(lines)} lines)")
+            return
+        head = skip_decorators(lines, start, end)
+        if head is None or not DEF_START.match(lines[head - 1].strip()):
+            self.error(where, f"{rel}:{start} does not start a definition or assignment")
+            return
+        if rel.endswith(".py"):
+            try:
+                spans = self.python_spans(path)
+            except SyntaxError as exc:
+                self.error(where, f"{rel} does not parse: {exc}")
+                return
+            if (start, end) not in spans:
+                self.error(where, f"{rel}:{start}-{end} is not exactly one def/class/assignment")
+        elif rel.endswith(".go"):
+            balance = go_bracket_balance("\n".join(lines[start - 1 : end]))
+            if balance != 0:
+                self.error(where, f"{rel}:{start}-{end} has unbalanced brackets ({balance:+d})")
+
+    def check_mix(self) -> None:
+        """Enforce the per-corpus question mix."""
+        corpora = sorted({corpus for corpus, _, _ in self.counts})
+        for corpus in corpora:
+            for qtype in TYPES:
+                en = self.counts[(corpus, qtype, "en")]
+                zh = self.counts[(corpus, qtype, "zh")]
+                if qtype != "absent" and en + zh and zh < MIN_ZH_SHARE * (en + zh):
+                    self.error(corpus, f"{qtype}: only {zh} of {en + zh} questions are zh")
+            chain = sum(self.counts[(corpus, "chain", lang)] for lang in LANGS)
+            absent = sum(self.counts[(corpus, "absent", lang)] for lang in LANGS)
+            if chain < MIN_CHAIN:
+                self.error(corpus, f"only {chain} chain questions (need {MIN_CHAIN})")
+            if absent < MIN_ABSENT:
+                self.error(corpus, "no absent questions")
+
+    def report(self) -> None:
+        """Print the corpus x type x lang count table."""
+        corpora = sorted({corpus for corpus, _, _ in self.counts})
+        header = f"{'corpus':<10}" + "".join(
+            f"{t + '/' + lang:>15}" for t in TYPES for lang in LANGS
+        )
+        print(header + f"{'total':>8}")
+        grand = 0
+        for corpus in corpora:
+            row = [self.counts[(corpus, t, lang)] for t in TYPES for lang in LANGS]
+            grand += sum(row)
+            print(f"{corpus:<10}" + "".join(f"{n:>15}" for n in row) + f"{sum(row):>8}")
+        totals = [sum(self.counts[(c, t, lang)] for c in corpora) for t in TYPES for lang in LANGS]
+        print(f"{'all':<10}" + "".join(f"{n:>15}" for n in totals) + f"{grand:>8}")
+
+
+def skip_decorators(lines: list[str], start: int, end: int) -> int | None:
+    """Return the first line number at or after ``start`` that is not part of a decorator."""
+    line_no = start
+    while line_no <= end:
+        text = lines[line_no - 1].strip()
+        if not text.startswith("@"):
+            return line_no
+        depth = text.count("(") - text.count(")")
+        line_no += 1
+        while depth > 0 and line_no <= end:
+            text = lines[line_no - 1]
+            depth += text.count("(") - text.count(")")
+            line_no += 1
+    return None
+
+
+def go_bracket_balance(text: str) -> int:
+    """Return the net count of opening brackets in Go source, ignoring strings and comments."""
+    balance = 0
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if text.startswith("//", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif ch == "`":
+            j = text.find("`", i + 1)
+            i = n if j < 0 else j + 1
+        elif ch in "\"'":
+            j = i + 1
+            while j < n and text[j] != ch and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+        else:
+            if ch in "{([":
+                balance += 1
+            elif ch in "})]":
+                balance -= 1
+            i += 1
+    return balance
+
+
+def main(argv: list[str]) -> int:
+    """Run every check, print the count table and return the exit status."""
+    fetch_sources = "--no-fetch" not in argv
+    checker = Checker(fetch_sources)
+    try:
+        corpora = {entry["name"]: entry for entry in fetch.load_corpora()}
+    except (fetch.FetchError, OSError, ValueError) as exc:
+        print(f"check_questions.py: error: {exc}", file=sys.stderr)
+        return 1
+    files = sorted(QUESTIONS_DIR.glob("*.jsonl"))
+    if not files:
+        checker.error(str(QUESTIONS_DIR), "no question files")
+    seen: set[str] = set()
+    for path in files:
+        checker.check_file(path, corpora, seen)
+    checker.check_mix()
+    checker.report()
+    for message in checker.errors:
+        print(f"ERROR {message}", file=sys.stderr)
+    if checker.errors:
+        print(f"{len(checker.errors)} error(s)", file=sys.stderr)
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

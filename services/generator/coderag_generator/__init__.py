@@ -1,0 +1,1 @@
+"""Generator service: answers with checked citations."""

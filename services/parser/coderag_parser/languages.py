@@ -1,0 +1,114 @@
+"""Which language a file is in, and that language's grammar and query.
+
+Adding a language is data: a row in ``GRAMMARS`` and ``EXTENSIONS``, a ``queries/<lang>.scm``
+using the shared capture names, and a fixture under ``tests/fixtures/``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from importlib import resources
+from pathlib import PurePosixPath
+
+from tree_sitter import Language, Parser, Query
+
+GRAMMARS: dict[str, tuple[str, str]] = {
+    "python": ("tree_sitter_python", "language"),
+    "go": ("tree_sitter_go", "language"),
+    "java": ("tree_sitter_java", "language"),
+    "javascript": ("tree_sitter_javascript", "language"),
+    "typescript": ("tree_sitter_typescript", "language_typescript"),
+    "tsx": ("tree_sitter_typescript", "language_tsx"),
+}
+"""Language name -> (grammar module, function returning the grammar pointer)."""
+
+QUERY_FILE = {"tsx": "typescript"}
+"""Languages that share another language's query file."""
+
+EXTENSIONS: dict[str, str] = {
+    ".py": "python",
+    ".pyi": "python",
+    ".go": "go",
+    ".java": "java",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+}
+"""File extension -> language with a grammar."""
+
+TEXT_LANGUAGES: dict[str, str] = {
+    ".md": "markdown",
+    ".rst": "rst",
+    ".txt": "text",
+    ".toml": "toml",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".json": "json",
+    ".cfg": "ini",
+    ".ini": "ini",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".sql": "sql",
+    ".html": "html",
+    ".css": "css",
+    ".proto": "protobuf",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".hpp": "cpp",
+    ".rs": "rust",
+    ".rb": "ruby",
+    ".php": "php",
+    ".cs": "csharp",
+    ".kt": "kotlin",
+    ".swift": "swift",
+    ".scala": "scala",
+    ".lua": "lua",
+    ".r": "r",
+    ".scm": "query",
+    ".mk": "make",
+}
+"""Extensions indexed as blank-line blocks until a grammar and query are added for them."""
+
+TEXT_FILENAMES = {"Makefile": "make", "Dockerfile": "dockerfile", "README": "text"}
+"""Extension-less file names that are indexed as text."""
+
+
+def language_of(path: str) -> str | None:
+    """The language of a repository path, or None for files that are not indexed by kind."""
+    p = PurePosixPath(path)
+    suffix = p.suffix.lower()
+    return EXTENSIONS.get(suffix) or TEXT_LANGUAGES.get(suffix) or TEXT_FILENAMES.get(p.name)
+
+
+def has_grammar(language: str) -> bool:
+    """Whether tree-sitter parses this language (else it is split into blocks)."""
+    return language in GRAMMARS
+
+
+@cache
+def grammar(language: str) -> Language:
+    """The tree-sitter Language object."""
+    module, func = GRAMMARS[language]
+    return Language(getattr(importlib.import_module(module), func)())
+
+
+@cache
+def parser(language: str) -> Parser:
+    """A tree-sitter parser for the language (one per process)."""
+    return Parser(grammar(language))
+
+
+@cache
+def load_query(language: str) -> Query:
+    """The compiled ``queries/<lang>.scm`` of a language."""
+    name = QUERY_FILE.get(language, language)
+    source = resources.files("coderag_parser").joinpath(f"queries/{name}.scm").read_text()
+    return Query(grammar(language), source)

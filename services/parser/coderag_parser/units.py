@@ -1,0 +1,307 @@
+"""Source text -> units, with no I/O and no per-language code: the query's captures decide.
+
+Code units never overlap. Functions and methods are units of their own (nested functions stay in
+their parent); a class becomes a unit of its header (up to its first method) plus a summary of its
+public methods; whatever lines remain (module code, fields between methods) become blank-line
+blocks. Functions over ``SPLIT_LINES`` are split into parts; files without a grammar, or whose parse
+finds nothing, become blank-line blocks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from coderag.schemas import Unit
+from tree_sitter import Node, QueryCursor
+
+from coderag_parser.languages import has_grammar, load_query, parser
+
+SPLIT_LINES = 500
+"""Functions longer than this many lines are split into parts."""
+
+PART_LINES = 200
+"""Target length of each part of a split function."""
+
+BLOCK_LINES = 60
+"""Blank-line blocks are merged up to about this many lines."""
+
+CONTAINERS = {"class", "interface"}
+"""Definition kinds whose functions are methods."""
+
+WRAPPERS = {"decorated_definition", "export_statement"}
+"""Parent nodes that belong to the definition they wrap (decorators, ``export``)."""
+
+TEST_PATH = re.compile(
+    r"(^|/)(tests?|__tests__|testing|spec)/|(^|/)test_[^/]*\.py$|_test\.(py|go)$|"
+    r"\.(test|spec)\.[jt]sx?$|(^|/)src/test/|Tests?\.java$"
+)
+"""Paths of test code."""
+
+_ASSIGNED = re.compile(
+    r"^\s*(?:export\s+)?(?:(?:const|let|var|final|static|public|private|protected|readonly)\s+)*"
+    r"([A-Za-z_$][\w$]*)\s*(?::[^=]+)?=[^=]"
+)
+
+
+@dataclass
+class _Def:
+    node: Node
+    kind: str
+    name: str
+    start: int  # 0-based row, wrappers and adjacent comments included
+    end: int
+    body: Node | None
+    doc: str
+    receiver: str = ""
+    parent: _Def | None = None
+    children: list[_Def] = field(default_factory=list)
+
+
+def is_test_path(path: str) -> bool:
+    """Whether a repository path holds test code."""
+    return bool(TEST_PATH.search(path))
+
+
+def extract_units(repo: str, path: str, language: str, source: str) -> list[Unit]:
+    """Split one file's source into units."""
+    lines = source.splitlines()
+    if not lines:
+        return []
+    is_test = is_test_path(path)
+    if has_grammar(language):
+        units = _code_units(repo, path, language, source, lines, is_test)
+        if units is not None:
+            return units
+    return _blocks(repo, path, language, lines, range(len(lines)), is_test)
+
+
+def _code_units(
+    repo: str, path: str, language: str, source: str, lines: list[str], is_test: bool
+) -> list[Unit] | None:
+    data = source.encode("utf-8")
+    tree = parser(language).parse(data)
+    defs = _definitions(tree.root_node, language, data)
+    if not defs:
+        return (
+            None
+            if tree.root_node.has_error
+            else _blocks(repo, path, language, lines, range(len(lines)), is_test)
+        )
+    units: list[Unit] = []
+    covered = [False] * len(lines)
+
+    def emit(
+        kind: str, symbol: str, start: int, end: int, d: _Def, text: str | None = None
+    ) -> None:
+        for row in range(start, end + 1):
+            covered[row] = True
+        units.append(
+            Unit(
+                repo=repo,
+                file=path,
+                start_line=start + 1,
+                end_line=end + 1,
+                symbol=symbol,
+                kind=kind,
+                language=language,
+                signature=_signature(d, data),
+                doc=d.doc,
+                text=text if text is not None else "\n".join(lines[start : end + 1]),
+                is_test=is_test,
+            )
+        )
+
+    def walk(d: _Def, scope: list[str]) -> None:
+        symbol = _qualify(d, scope)
+        if d.kind in CONTAINERS:
+            methods = [c for c in d.children if c.kind not in CONTAINERS]
+            header_end = min((c.start for c in methods), default=d.end + 1) - 1
+            header_end = max(header_end, d.start)
+            header = "\n".join(lines[d.start : header_end + 1])
+            listed = [f"  {_signature(m, data)}" for m in methods if not m.name.startswith("_")]
+            text = header + ("\n# public methods:\n" + "\n".join(listed) if listed else "")
+            emit(d.kind, symbol, d.start, header_end, d, text)
+            for child in d.children:
+                walk(child, [*scope, _scope_name(d)])
+            return
+        kind = "method" if d.parent is not None and d.parent.kind in CONTAINERS else d.kind
+        if d.kind == "method":
+            kind = "method"
+        length = d.end - d.start + 1
+        if length <= SPLIT_LINES:
+            emit(kind, symbol, d.start, d.end, d)
+            return
+        for part, (s, e) in enumerate(_split(lines, d.start, d.end), start=1):
+            emit(kind, f"{symbol}[part {part}]", s, e, d)
+
+    for d in defs:
+        walk(d, [])
+    rest = [row for row in range(len(lines)) if not covered[row]]
+    units += _blocks(repo, path, language, lines, rest, is_test)
+    units.sort(key=lambda u: u.start_line)
+    return units
+
+
+def _definitions(root: Node, language: str, data: bytes) -> list[_Def]:
+    """Top-level definitions, each with its nested containers and methods as children."""
+    found: dict[tuple[int, int], _Def] = {}
+    for _, caps in QueryCursor(load_query(language)).matches(root):
+        kind_key = next((k for k in caps if k.startswith("definition.")), None)
+        if kind_key is None or "name" not in caps:
+            continue
+        node = caps[kind_key][0]
+        outer = node.parent if node.parent is not None and node.parent.type in WRAPPERS else node
+        start = _with_comments(outer)
+        doc = _doc_text(caps["doc"][0]) if "doc" in caps else _comment_doc(outer, data)
+        found[(node.start_byte, node.end_byte)] = _Def(
+            node=node,
+            kind=kind_key.split(".", 1)[1],
+            name=_text(caps["name"][0]),
+            start=start,
+            end=outer.end_point[0],
+            body=caps["body"][0] if "body" in caps else None,
+            doc=doc,
+            receiver=_text(caps["receiver"][0]) if "receiver" in caps else "",
+        )
+    ordered = sorted(found.values(), key=lambda d: (d.node.start_byte, -d.node.end_byte))
+    roots: list[_Def] = []
+    stack: list[_Def] = []
+    for d in ordered:
+        while stack and stack[-1].node.end_byte < d.node.end_byte:
+            stack.pop()
+        parent = stack[-1] if stack else None
+        if parent is None:
+            roots.append(d)
+        elif parent.kind in CONTAINERS:
+            d.parent = parent
+            parent.children.append(d)
+        else:
+            continue  # nested in a function: part of that function's unit
+        stack.append(d)
+    return roots
+
+
+def _with_comments(node: Node) -> int:
+    """First row of the node, extended over comments directly above it."""
+    start = node.start_point[0]
+    prev = node.prev_sibling
+    while prev is not None and "comment" in prev.type and prev.end_point[0] == start - 1:
+        start = prev.start_point[0]
+        prev = prev.prev_sibling
+    return start
+
+
+def _comment_doc(node: Node, data: bytes) -> str:
+    parts: list[str] = []
+    start = node.start_point[0]
+    prev = node.prev_sibling
+    while prev is not None and "comment" in prev.type and prev.end_point[0] == start - 1:
+        parts.insert(0, _text(prev))
+        start = prev.start_point[0]
+        prev = prev.prev_sibling
+    return _doc_text_raw("\n".join(parts))
+
+
+def _doc_text(node: Node) -> str:
+    return _doc_text_raw(_text(node))
+
+
+def _doc_text_raw(raw: str) -> str:
+    cleaned = []
+    for line in raw.splitlines():
+        line = re.sub(r'^\s*(?:///?|/\*\*?|\*/|\*|#|"""|\'\'\')\s?', "", line)
+        line = re.sub(r'(?:\*/|"""|\'\'\')\s*$', "", line)
+        cleaned.append(line.rstrip())
+    return "\n".join(cleaned).strip()[:2000]
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
+def _signature(d: _Def, data: bytes) -> str:
+    end = d.body.start_byte if d.body is not None else d.node.end_byte
+    if d.body is not None and d.kind == "type":
+        end = d.body.end_byte if d.body.end_byte - d.node.start_byte < 200 else d.body.start_byte
+    sig = data[d.node.start_byte : end].decode("utf-8", "replace")
+    sig = re.sub(r"\s+", " ", sig).strip().rstrip("{:=").strip()
+    return sig[:300]
+
+
+def _scope_name(d: _Def) -> str:
+    return d.name
+
+
+def _qualify(d: _Def, scope: list[str]) -> str:
+    if d.receiver:
+        recv = re.sub(r"[()]", "", d.receiver).split()
+        rtype = recv[-1] if recv else ""
+        rtype = re.sub(r"\[.*\]$", "", rtype)
+        return f"({rtype}).{d.name}" if rtype.startswith("*") else f"{rtype}.{d.name}"
+    return ".".join([*scope, d.name])
+
+
+def _split(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
+    """Cut a long function into parts of about PART_LINES, at blank lines where possible."""
+    parts: list[tuple[int, int]] = []
+    s = start
+    while s <= end:
+        e = min(s + PART_LINES - 1, end)
+        if end - e < PART_LINES // 4:
+            e = end
+        else:
+            for row in range(e, s + PART_LINES // 2, -1):
+                if not lines[row].strip():
+                    e = row
+                    break
+        parts.append((s, e))
+        s = e + 1
+    return parts
+
+
+def _blocks(
+    repo: str, path: str, language: str, lines: list[str], rows: range | list[int], is_test: bool
+) -> list[Unit]:
+    """Group the given rows into blank-line separated blocks of up to about BLOCK_LINES."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    prev = -2
+    for row in rows:
+        blank = not lines[row].strip()
+        if (blank or row != prev + 1) and current:
+            groups.append(current)
+            current = []
+        if not blank:
+            current.append(row)
+        prev = row
+    if current:
+        groups.append(current)
+    merged: list[list[int]] = []
+    for g in groups:
+        if not re.search(r"\w{2}", " ".join(lines[r] for r in g)):
+            continue  # closing braces and the like carry nothing to search for
+        if merged and len(merged[-1]) + len(g) <= BLOCK_LINES and g[0] - merged[-1][-1] <= 3:
+            merged[-1].extend(g)
+        else:
+            merged.append(list(g))
+    units = []
+    for g in merged:
+        for s, e in _split(lines, g[0], g[-1]) if g[-1] - g[0] >= SPLIT_LINES else [(g[0], g[-1])]:
+            text = "\n".join(lines[s : e + 1])
+            m = _ASSIGNED.match(lines[s])
+            symbol = m.group(1) if m else path.rsplit("/", 1)[-1]
+            units.append(
+                Unit(
+                    repo=repo,
+                    file=path,
+                    start_line=s + 1,
+                    end_line=e + 1,
+                    symbol=symbol,
+                    kind="block",
+                    language=language,
+                    text=text,
+                    is_test=is_test,
+                )
+            )
+    return units

@@ -1,0 +1,1 @@
+"""Retriever service: hybrid search over a repository's units."""

@@ -1,0 +1,81 @@
+"""POST /search, and POST /retrieve (the generator's call: hits with their code, no audit row)."""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+
+from coderag import audit
+from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
+from coderag.errors import InvalidInput
+from coderag.schemas import SearchHit, SearchRequest, SearchResponse
+from fastapi import APIRouter, FastAPI
+from pydantic import BaseModel
+
+from coderag_retriever.search import rank, to_hit
+
+router = APIRouter(tags=["search"])
+
+
+@asynccontextmanager
+async def lifespan(_: FastAPI):
+    """Nothing to load: indexes are built on first use and kept per generation."""
+    yield
+
+
+class RetrievedHit(SearchHit):
+    """A hit with the cosine similarity of its vector route, for the generator's gate."""
+
+    similarity: float | None = None
+
+
+class RetrieveResponse(BaseModel):
+    """Hits with code for the generator."""
+
+    results: list[RetrievedHit]
+    took_ms: float
+
+
+def _check(body: SearchRequest, settings: SettingsDep, catalog: CatalogDep) -> str:
+    query = require_query(body.query, settings)
+    if body.top_k > settings.max_top_k:
+        raise InvalidInput(f"top_k is {body.top_k}; the limit is {settings.max_top_k}")
+    require_searchable(catalog, body.repo)
+    return query
+
+
+@router.post("/search")
+def search(
+    body: SearchRequest, settings: SettingsDep, catalog: CatalogDep, user: UserDep
+) -> SearchResponse:
+    """The best units for a query, best first."""
+    start = time.perf_counter()
+    query = _check(body, settings, catalog)
+    hits = [to_hit(r) for r in rank(body.repo, query, body.top_k, settings)]
+    took = (time.perf_counter() - start) * 1000
+    audit.record(
+        catalog,
+        user=user,
+        endpoint="search",
+        repo=body.repo,
+        query=query,
+        files=list(dict.fromkeys(h.file for h in hits)),
+        input_tokens=0,
+        response_ms=took,
+        status="ok",
+    )
+    return SearchResponse(results=hits, took_ms=round(took, 2))
+
+
+@router.post("/retrieve")
+def retrieve(
+    body: SearchRequest, settings: SettingsDep, catalog: CatalogDep, _user: UserDep
+) -> RetrieveResponse:
+    """Like /search, with each unit's code and vector similarity; not audited (the caller is)."""
+    start = time.perf_counter()
+    query = _check(body, settings, catalog)
+    results = [
+        RetrievedHit(**to_hit(r, with_text=True).model_dump(), similarity=r.similarity)
+        for r in rank(body.repo, query, body.top_k, settings)
+    ]
+    return RetrieveResponse(results=results, took_ms=round((time.perf_counter() - start) * 1000, 2))

@@ -1,0 +1,115 @@
+"""A repository's in-memory keyword and symbol indexes, rebuilt when its generation changes.
+
+The generation lives on the repository row, so an API process notices a refresh done by another
+process (an rq worker in compose) on its next query.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import bm25s
+from coderag.schemas import Unit
+from coderag.store import Catalog
+
+from coderag_retriever.text import code_tokens, split_identifier, stem
+
+
+@dataclass
+class RepoIndex:
+    """Units of one repository with a BM25 index over their text and a symbol-token index."""
+
+    generation: int
+    units: list[Unit]
+    ids: list[str]
+    position: dict[str, int]
+    bm25: bm25s.BM25 | None
+    symbol_tokens: list[frozenset[str]]
+    by_symbol_token: dict[str, list[int]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+
+def keyword_document(unit: Unit) -> list[str]:
+    """Tokens BM25 indexes for a unit: path, symbol (twice: names matter), doc and code."""
+    symbol = code_tokens(unit.symbol)
+    return code_tokens(unit.file) + symbol + symbol + code_tokens(unit.doc) + code_tokens(unit.text)
+
+
+def symbol_token_set(unit: Unit) -> frozenset[str]:
+    """Stemmed parts of a unit's qualified name (``Session.resolve_redirects`` -> session,
+    resolve, redirect)."""
+    words: set[str] = set()
+    for piece in unit.symbol.replace("(", " ").replace(")", " ").replace("*", " ").split("."):
+        for part in split_identifier(piece.strip()):
+            words.add(stem(part))
+    return frozenset(w for w in words if len(w) > 1)
+
+
+def build(units: list[Unit], generation: int) -> RepoIndex:
+    """Index a repository's units."""
+    ids = [u.id for u in units]
+    docs = [keyword_document(u) for u in units]
+    bm25 = None
+    if any(docs):
+        bm25 = bm25s.BM25()
+        bm25.index([d or ["\u2205"] for d in docs], show_progress=False)
+    symbols = [symbol_token_set(u) for u in units]
+    by_token: dict[str, list[int]] = defaultdict(list)
+    for i, toks in enumerate(symbols):
+        for t in toks:
+            by_token[t].append(i)
+    return RepoIndex(
+        generation=generation,
+        units=units,
+        ids=ids,
+        position={u: i for i, u in enumerate(ids)},
+        bm25=bm25,
+        symbol_tokens=symbols,
+        by_symbol_token=dict(by_token),
+    )
+
+
+def bm25_scores(index: RepoIndex, tokens: list[str], n: int) -> list[tuple[int, float]]:
+    """Top ``n`` units by BM25 as (position, score)."""
+    if index.bm25 is None or not tokens or not len(index):
+        return []
+    k = min(n, len(index))
+    docs, scores = index.bm25.retrieve([tokens], k=k, show_progress=False)
+    return [(int(d), float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+
+
+class IndexCache:
+    """One RepoIndex per repository, rebuilt when the catalog's generation moves."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[str, RepoIndex] = {}
+        self._lock = threading.Lock()
+
+    def get(self, catalog: Catalog, repo: str) -> RepoIndex:
+        """The current index of a repository."""
+        rows = catalog.db.read("SELECT generation FROM repos WHERE name=?", (repo,))
+        generation = int(rows[0]["generation"]) if rows else -1
+        with self._lock:
+            cached = self._indexes.get(repo)
+            if cached is not None and cached.generation == generation:
+                return cached
+            index = build(catalog.units(repo), generation)
+            self._indexes[repo] = index
+            return index
+
+    def forget(self, repo: str) -> None:
+        """Drop a repository's index."""
+        with self._lock:
+            self._indexes.pop(repo, None)
+
+
+_cache = IndexCache()
+
+
+def get_index_cache() -> IndexCache:
+    """The process-wide index cache."""
+    return _cache

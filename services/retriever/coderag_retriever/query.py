@@ -1,0 +1,44 @@
+"""A parsed query: its tokens for the keyword and symbol routes and, on demand, its embedding."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from coderag_retriever.text import has_chinese, query_tokens, zh_terms
+
+TEST_WORDS = re.compile(r"\btest|\bspec\b|\bexpect|测试|用例", re.IGNORECASE)
+"""Words that show a question is about tests (R9: otherwise tests are down-weighted)."""
+
+
+@dataclass
+class Query:
+    """A question about one repository."""
+
+    repo: str
+    text: str
+    tokens: list[str] = field(init=False)
+    lowered: str = field(init=False)
+    about_tests: bool = field(init=False)
+    _vector: np.ndarray | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.tokens = query_tokens(self.text)
+        self.lowered = self.text.lower()
+        self.about_tests = bool(TEST_WORDS.search(self.text))
+
+    def embedding_text(self) -> str:
+        """What the encoder reads: the question plus English words for its Chinese."""
+        if has_chinese(self.text):
+            return self.text + " (" + " ".join(zh_terms(self.text)) + ")"
+        return self.text
+
+    def vector(self) -> np.ndarray:
+        """The query's embedding, computed once."""
+        if self._vector is None:
+            from coderag_embedder.encoder import get_encoder
+
+            self._vector = get_encoder().encode([self.embedding_text()])[0]
+        return self._vector

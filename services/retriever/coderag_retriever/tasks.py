@@ -1,0 +1,35 @@
+"""Retriever jobs: after units or vectors change, publish a new generation of the repository."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coderag.errors import NotFound
+from coderag.settings import get_settings
+from coderag.store import get_catalog
+from coderag.store.catalog import now_iso
+
+from coderag_retriever.index import get_index_cache
+
+
+def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
+    """Mark the repository ready with fresh counts; in-process, rebuild its index now."""
+    name = payload["repo"]
+    catalog = get_catalog()
+    try:
+        catalog.get_repo(name)
+    except NotFound:
+        return {"repo": name, "skipped": "deleted"}
+    files, units = catalog.counts(name)
+
+    def publish(conn: Any) -> None:
+        conn.execute(
+            "UPDATE repos SET status='ready', files=?, units=?, commit_sha=?, indexed_at=?, "
+            "progress=NULL, error=NULL, generation=generation+1 WHERE name=?",
+            (files, units, payload.get("commit"), now_iso(), name),
+        )
+
+    catalog.db.write(publish)
+    if not get_settings().redis_url:
+        get_index_cache().get(catalog, name)
+    return {"repo": name, "files": files, "units": units}

@@ -1,0 +1,249 @@
+"""Tokens for matching code and questions: identifier splitting, stop words, light stemming, and a
+Chinese -> English code vocabulary (``vocab_zh.tsv``) so Chinese questions reach English code."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_HAN = re.compile(r"[\u3400-\u9fff]+")
+
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "and",
+        "or",
+        "not",
+        "no",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "where",
+        "when",
+        "why",
+        "how",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "i",
+        "me",
+        "my",
+        "we",
+        "our",
+        "you",
+        "your",
+        "he",
+        "she",
+        "they",
+        "them",
+        "his",
+        "her",
+        "their",
+        "if",
+        "then",
+        "else",
+        "than",
+        "so",
+        "as",
+        "into",
+        "about",
+        "over",
+        "under",
+        "any",
+        "all",
+        "each",
+        "every",
+        "some",
+        "such",
+        "get",
+        "gets",
+        "got",
+        "use",
+        "used",
+        "using",
+        "self",
+        "none",
+        "true",
+        "false",
+        "return",
+        "returns",
+        "happen",
+        "happens",
+        "happened",
+        "code",
+        "function",
+        "method",
+        "file",
+        "files",
+        "class",
+        "def",
+        "func",
+        "var",
+        "let",
+        "const",
+    ]
+)
+"""English words that carry nothing for code search (``get``/``use`` included: they match
+everything)."""
+
+ZH_STOP = (
+    "怎么",
+    "怎样",
+    "如何",
+    "哪里",
+    "哪儿",
+    "哪个",
+    "哪些",
+    "是否",
+    "什么",
+    "为什么",
+    "的",
+    "了",
+    "吗",
+    "呢",
+    "在",
+    "是",
+    "会",
+    "有",
+    "和",
+    "与",
+    "及",
+    "时候",
+    "时",
+    "里",
+    "中",
+    "一个",
+    "这个",
+    "那个",
+    "被",
+    "把",
+    "给",
+    "就",
+    "都",
+    "也",
+    "还",
+    "要",
+    "能",
+    "可以",
+)
+"""Chinese function words dropped before matching."""
+
+
+def split_identifier(word: str) -> list[str]:
+    """``getHTTPResponse_code`` -> ``get http response code``."""
+    parts: list[str] = []
+    for piece in word.split("_"):
+        parts += [p.lower() for p in _CAMEL.findall(piece)]
+    return [p for p in parts if p]
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: enough to match redirects/redirect, parsing/parse."""
+    for suffix, repl in (
+        ("ies", "y"),
+        ("sses", "ss"),
+        ("ing", ""),
+        ("ed", ""),
+        ("es", ""),
+        ("s", ""),
+    ):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)] + repl
+            if suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
+                base = base[:-1]
+            return base
+    return word
+
+
+@cache
+def zh_vocabulary() -> dict[str, tuple[str, ...]]:
+    """Chinese term -> English code words, from ``vocab_zh.tsv``."""
+    vocab: dict[str, tuple[str, ...]] = {}
+    text = resources.files("coderag_retriever").joinpath("vocab_zh.tsv").read_text("utf-8")
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        term, _, words = line.partition("\t")
+        vocab[term.strip()] = tuple(words.split())
+    return vocab
+
+
+def zh_terms(text: str) -> list[str]:
+    """English words for the Chinese in ``text`` by longest match against the vocabulary."""
+    vocab = zh_vocabulary()
+    longest = max(map(len, vocab), default=1)
+    out: list[str] = []
+    for run in _HAN.findall(text):
+        i = 0
+        while i < len(run):
+            for size in range(min(longest, len(run) - i), 0, -1):
+                piece = run[i : i + size]
+                if piece in vocab:
+                    out += vocab[piece]
+                    i += size
+                    break
+            else:
+                i += 1
+    return out
+
+
+def has_chinese(text: str) -> bool:
+    """Whether the text contains Han characters."""
+    return bool(_HAN.search(text))
+
+
+def code_tokens(text: str) -> list[str]:
+    """Stemmed tokens of code or prose: identifiers split, whole identifiers kept too."""
+    out: list[str] = []
+    for word in _IDENT.findall(text):
+        parts = split_identifier(word)
+        if len(parts) > 1:
+            out.append(word.lower())
+        out += [stem(p) for p in parts if p not in STOP_WORDS and len(p) > 1]
+    return out
+
+
+def query_tokens(text: str) -> list[str]:
+    """Tokens of a question: code tokens of its Latin words plus the English of its Chinese."""
+    extra = " ".join(zh_terms(text)) if has_chinese(text) else ""
+    return code_tokens(text + " " + extra)

@@ -1,0 +1,53 @@
+"""The platform router shared by every service: /health and the audit export."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from coderag import audit
+from coderag.deps import CatalogDep, SettingsDep, UserDep
+from coderag.store import get_vectors
+
+router = APIRouter(tags=["platform"])
+
+
+@router.get("/health")
+def health(settings: SettingsDep, catalog: CatalogDep) -> dict:
+    """Liveness and each dependency's state."""
+    deps: dict[str, str] = {}
+    try:
+        catalog.db.read("SELECT 1")
+        deps["sqlite"] = "ok"
+    except Exception as exc:
+        deps["sqlite"] = f"error: {exc}"
+    deps["chroma"] = "ok" if get_vectors(settings).heartbeat() else "unreachable"
+    if settings.redis_url:
+        try:
+            from redis import Redis
+
+            Redis.from_url(settings.redis_url, socket_timeout=2).ping()
+            deps["redis"] = "ok"
+        except Exception as exc:
+            deps["redis"] = f"unreachable: {exc}"
+    else:
+        deps["queue"] = "in-process"
+    status = "ok" if all(v in ("ok", "in-process") for v in deps.values()) else "degraded"
+    return {"status": status, "dependencies": deps}
+
+
+@router.get("/audit/export.csv")
+def export_audit(
+    catalog: CatalogDep,
+    _user: UserDep,
+    since: str | None = Query(None, description="ISO 8601, inclusive"),
+    until: str | None = Query(None, description="ISO 8601, exclusive"),
+) -> StreamingResponse:
+    """The audit log as CSV, optionally between two times."""
+    audit.parse_time(since, "since")
+    audit.parse_time(until, "until")
+    return StreamingResponse(
+        audit.export_csv(catalog, since, until),
+        media_type="text/csv",
+        headers={"Content-Disposition": 'attachment; filename="coderag-audit.csv"'},
+    )

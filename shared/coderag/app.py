@@ -1,0 +1,39 @@
+"""The all-in-one server: the four services' routers in one FastAPI app, their lifespans run in
+order, jobs in-process. (Routers are included, not mounted: a mounted app's lifespan never runs.)"""
+
+from __future__ import annotations
+
+import importlib
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI
+
+from coderag import api as platform
+from coderag.errors import install_handlers
+
+SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever", "coderag_generator")
+"""Service packages; each has ``api.router`` and ``api.lifespan``."""
+
+
+def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
+    """An app serving the given services (all four by default) plus /health and the audit."""
+    modules = [importlib.import_module(f"{name}.api") for name in services]
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        async with AsyncExitStack() as stack:
+            for module in modules:
+                await stack.enter_async_context(module.lifespan(app))
+            yield
+
+    app = FastAPI(
+        title="coderag",
+        version="0.1.0",
+        description="Questions about your code, answered with checked FILE:start-end citations.",
+        lifespan=lifespan,
+    )
+    install_handlers(app)
+    app.include_router(platform.router)
+    for module in modules:
+        app.include_router(module.router)
+    return app

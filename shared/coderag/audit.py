@@ -1,0 +1,98 @@
+"""The audit log: one row per /search and /ask, exported as CSV over HTTP and the CLI."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from collections.abc import Iterator
+from datetime import datetime
+
+from coderag.errors import InvalidInput
+from coderag.store import Catalog
+
+CSV_COLUMNS = (
+    "id",
+    "ts",
+    "user",
+    "endpoint",
+    "repo",
+    "query",
+    "retrieved_files",
+    "llm_input_tokens",
+    "response_ms",
+    "status",
+)
+"""Columns of the export, in order."""
+
+
+def record(
+    catalog: Catalog,
+    *,
+    user: str,
+    endpoint: str,
+    repo: str,
+    query: str,
+    files: list[str],
+    input_tokens: int,
+    response_ms: float,
+    status: str,
+) -> None:
+    """Append one audit row."""
+    row = (
+        user,
+        endpoint,
+        repo,
+        query,
+        json.dumps(files),
+        input_tokens,
+        round(response_ms, 2),
+        status,
+    )
+
+    def insert(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "INSERT INTO audit (user, endpoint, repo, query, retrieved_files, llm_input_tokens, "
+            "response_ms, status) VALUES (?,?,?,?,?,?,?,?)",
+            row,
+        )
+
+    catalog.db.write(insert)
+
+
+def parse_time(value: str | None, name: str) -> str | None:
+    """Normalise an ISO 8601 bound to the log's UTC format; InvalidInput if unparseable."""
+    if not value:
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidInput(f"{name}={value!r} is not ISO 8601 (e.g. 2026-11-30T12:00:00Z)") from exc
+    if dt.tzinfo is not None:
+        from datetime import UTC
+
+        dt = dt.astimezone(UTC).replace(tzinfo=None)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def export_csv(catalog: Catalog, since: str | None, until: str | None) -> Iterator[str]:
+    """CSV text of the rows with since <= ts < until, header first."""
+    lo, hi = parse_time(since, "since"), parse_time(until, "until")
+    sql = f"SELECT {', '.join(CSV_COLUMNS)} FROM audit WHERE 1=1"
+    params: list[str] = []
+    if lo:
+        sql += " AND ts >= ?"
+        params.append(lo)
+    if hi:
+        sql += " AND ts < ?"
+        params.append(hi)
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(CSV_COLUMNS)
+    yield buf.getvalue()
+    for row in catalog.db.read(sql + " ORDER BY id", tuple(params)):
+        buf.seek(0)
+        buf.truncate()
+        writer.writerow([row[c] for c in CSV_COLUMNS])
+        yield buf.getvalue()

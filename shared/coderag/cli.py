@@ -1,0 +1,258 @@
+"""``coderag`` command line: index, search, ask, serve, worker, export-audit, settings."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from coderag.settings import get_settings, markdown_table
+
+
+def _repo_name(path: Path) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", path.resolve().name).strip("-._") or "repo"
+    return name[:64]
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """Index (or incrementally reindex) a local directory, with progress bars."""
+    from tqdm import tqdm
+
+    from coderag import progress
+    from coderag.errors import NotFound
+    from coderag.queue import run_now
+    from coderag.store import get_catalog
+
+    root = Path(args.path).expanduser()
+    if not root.is_dir():
+        print(f"error: {args.path} is not a directory", file=sys.stderr)
+        return 2
+    name = args.name or _repo_name(root)
+    catalog = get_catalog()
+    try:
+        catalog.get_repo(name)
+    except NotFound:
+        catalog.create_repo(name, str(root.resolve()), None, None)
+    bars: dict[str, tqdm] = {}
+
+    def show(_repo: str, stage: str, done: int, total: int) -> None:
+        bar = bars.get(stage)
+        if bar is None:
+            bar = bars[stage] = tqdm(
+                total=total, desc=stage, unit="unit" if stage != "parsing" else "file", leave=True
+            )
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+
+    stop = progress.listen(show)
+    try:
+        run_now("coderag_parser.tasks.index_repo", {"repo": name})
+    finally:
+        stop()
+        for bar in bars.values():
+            bar.close()
+    repo = catalog.get_repo(name)
+    print(
+        f"{repo.name}: {repo.status}, {repo.files} files, {repo.units} units, "
+        f"{repo.skipped} skipped, commit {repo.commit or '-'}"
+    )
+    return 0 if repo.status == "ready" else 1
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """Print the best units for a query."""
+    from coderag_retriever.search import rank
+
+    from coderag.deps import require_query, require_searchable
+    from coderag.store import get_catalog
+
+    settings = get_settings()
+    query = require_query(args.query, settings)
+    require_searchable(get_catalog(), args.repo)
+    for r in rank(args.repo, query, args.top_k, settings):
+        u = r.unit
+        print(f"{r.score:.3f}  {u.file}:{u.start_line}-{u.end_line}  {u.symbol}  ({u.kind})")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """Answer a question, streaming the tokens."""
+    from coderag_generator.answer import answer_events
+    from coderag_generator.backends import get_backend
+    from coderag_retriever.search import rank, to_hit
+
+    from coderag.deps import require_query, require_searchable
+    from coderag.store import get_catalog
+
+    settings = get_settings()
+    catalog = get_catalog()
+    query = require_query(args.query, settings)
+    require_searchable(catalog, args.repo)
+    hits = [
+        {**to_hit(r, with_text=True).model_dump(), "similarity": r.similarity}
+        for r in rank(args.repo, query, 10, settings)
+    ]
+    backend = get_backend(settings)
+    for event in answer_events(
+        query, hits, backend, settings, lambda p: catalog.file_lines(args.repo, p)
+    ):
+        if event.name == "token":
+            print(event.data["text"], end="", flush=True)
+        elif event.name == "retry":
+            print("\n[retrying: the answer had no valid citation]", flush=True)
+        elif event.name == "done":
+            d = event.data
+            print("\n\n" + ("REFUSED: " if d["refused"] else "") + d["answer"])
+            for c in d["citations"]:
+                print(f"  cites {c['file']}:{c['start_line']}-{c['end_line']}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the HTTP server (all services, or the ones named)."""
+    import uvicorn
+
+    from coderag.app import SERVICES, create_app
+
+    settings = get_settings()
+    services = tuple(f"coderag_{s}" for s in args.service) if args.service else SERVICES
+    host, port = args.host or settings.host, args.port or settings.port
+    if args.index:
+        name = _register(Path(args.index).expanduser())
+        _print_tryout(name, f"http://{host}:{port}")
+    uvicorn.run(create_app(services), host=host, port=port, log_level="info")
+    return 0
+
+
+def _register(root: Path) -> str:
+    """Add a directory as a repository (or reindex it) and queue its indexing."""
+    from coderag.errors import NotFound
+    from coderag.queue import enqueue
+    from coderag.store import get_catalog
+
+    if not root.is_dir():
+        raise SystemExit(f"error: {root} is not a directory")
+    name = _repo_name(root)
+    catalog = get_catalog()
+    try:
+        catalog.get_repo(name)
+    except NotFound:
+        catalog.create_repo(name, str(root.resolve()), None, None)
+    enqueue("coderag_parser.tasks.index_repo", {"repo": name})
+    return name
+
+
+def _print_tryout(name: str, base: str) -> None:
+    j = "-H 'Content-Type: application/json'"
+    print(
+        f"""
+coderag is indexing {name!r} in the background. Try:
+
+  curl -s {base}/repos/{name}
+  curl -s {base}/search {j} -d '{{"query": "how are citations checked", "repo": "{name}"}}'
+  curl -s {base}/ask {j} -d '{{"query": "where is the audit log exported?", "repo": "{name}"}}'
+  curl -sN {base}/ask {j} -H 'Accept: text/event-stream' \\
+       -d '{{"query": "审计日志在哪里导出？", "repo": "{name}"}}'
+  curl -s '{base}/audit/export.csv?since=2020-01-01T00:00:00Z'
+""",
+        flush=True,
+    )
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run an rq worker for one service's queue (needs REDIS_URL)."""
+    from redis import Redis
+    from rq import Queue, Worker
+
+    settings = get_settings()
+    if not settings.redis_url:
+        print("error: set REDIS_URL to run a worker", file=sys.stderr)
+        return 2
+    conn = Redis.from_url(settings.redis_url)
+    Worker([Queue(q, connection=conn) for q in args.queues], connection=conn).work(
+        with_scheduler=True, burst=args.burst
+    )
+    return 0
+
+
+def cmd_export_audit(args: argparse.Namespace) -> int:
+    """Write the audit log as CSV."""
+    from coderag.audit import export_csv
+    from coderag.store import get_catalog
+
+    chunks = export_csv(get_catalog(), args.since, args.until)
+    if not args.output:
+        sys.stdout.writelines(chunks)
+        return 0
+    with open(args.output, "w", encoding="utf-8", newline="") as out:
+        out.writelines(chunks)
+    return 0
+
+
+def cmd_settings(_: argparse.Namespace) -> int:
+    """Print every setting as a markdown table."""
+    print(markdown_table())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; settings come from the environment (see `coderag settings`)."""
+    p = argparse.ArgumentParser(
+        prog="coderag",
+        description="Questions about your own code base, answered with checked citations.",
+        epilog="Settings are environment variables; `coderag settings` lists them.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("index", help=cmd_index.__doc__)
+    s.add_argument("path")
+    s.add_argument("--name", help="repository name (default: the directory's name)")
+    s.set_defaults(func=cmd_index)
+    s = sub.add_parser("search", help=cmd_search.__doc__)
+    s.add_argument("query")
+    s.add_argument("--repo", required=True)
+    s.add_argument("-k", "--top-k", type=int, default=10)
+    s.set_defaults(func=cmd_search)
+    s = sub.add_parser("ask", help=cmd_ask.__doc__)
+    s.add_argument("query")
+    s.add_argument("--repo", required=True)
+    s.set_defaults(func=cmd_ask)
+    s = sub.add_parser("serve", help=cmd_serve.__doc__)
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.add_argument(
+        "--service", action="append", choices=["parser", "embedder", "retriever", "generator"]
+    )
+    s.add_argument("--index", metavar="PATH", help="also index this directory in the background")
+    s.set_defaults(func=cmd_serve)
+    s = sub.add_parser("worker", help=cmd_worker.__doc__)
+    s.add_argument("queues", nargs="+", choices=["parser", "embedder", "retriever", "generator"])
+    s.add_argument("--burst", action="store_true", help="exit when the queues are empty")
+    s.set_defaults(func=cmd_worker)
+    s = sub.add_parser("export-audit", help=cmd_export_audit.__doc__)
+    s.add_argument("--since")
+    s.add_argument("--until")
+    s.add_argument("-o", "--output")
+    s.set_defaults(func=cmd_export_audit)
+    s = sub.add_parser("settings", help=cmd_settings.__doc__)
+    s.set_defaults(func=cmd_settings)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``coderag`` command."""
+    from coderag.errors import CoderagError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CoderagError as exc:
+        print(f"error: {exc.detail}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The wire contract: request and response bodies of every service, one family per resource."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
+"""Repository names: 1-64 letters, digits, '.', '_' or '-', starting and ending alphanumeric."""
+
+RepoStatus = Literal["queued", "indexing", "ready", "error"]
+
+
+def check_repo_name(name: str) -> str:
+    """Return ``name`` if it is a valid repository name, else raise ValueError."""
+    if not REPO_NAME.match(name):
+        raise ValueError(
+            "name must be 1-64 characters of letters, digits, '.', '_' or '-', "
+            "starting and ending with a letter or digit"
+        )
+    return name
+
+
+class Unit(BaseModel):
+    """One indexed piece of code: a function, method, class or text block."""
+
+    repo: str
+    file: str
+    start_line: int
+    end_line: int
+    symbol: str
+    kind: str
+    language: str
+    signature: str = ""
+    doc: str = ""
+    text: str
+    is_test: bool = False
+
+    @property
+    def id(self) -> str:
+        """Stable identity of the unit across reindexing."""
+        raw = f"{self.repo}\0{self.file}\0{self.start_line}\0{self.end_line}\0{self.symbol}"
+        return hashlib.sha1(raw.encode()).hexdigest()[:20]
+
+    @property
+    def content_hash(self) -> str:
+        """Hash of what the embedder sees; equal hashes are never embedded twice."""
+        raw = f"{self.kind}\0{self.symbol}\0{self.signature}\0{self.doc}\0{self.text}"
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class RepoCreate(BaseModel):
+    """Register a repository by local path or clone URL."""
+
+    name: str
+    path: str | None = None
+    url: str | None = None
+    branch: str | None = None
+
+    _name = field_validator("name")(classmethod(lambda cls, v: check_repo_name(v)))
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RepoCreate:
+        if bool(self.path) == bool(self.url):
+            raise ValueError("give exactly one of 'path' (a local directory) or 'url'")
+        return self
+
+
+class RepoOut(BaseModel):
+    """A repository's indexing state."""
+
+    name: str
+    status: RepoStatus
+    path: str | None = None
+    url: str | None = None
+    branch: str | None = None
+    commit: str | None = None
+    files: int = 0
+    units: int = 0
+    skipped: int = 0
+    indexed_at: str | None = None
+    error: str | None = None
+    progress: str | None = None
+
+
+class SearchRequest(BaseModel):
+    """A retrieval query."""
+
+    query: str
+    repo: str
+    top_k: int = Field(10, ge=1)
+
+
+class SearchHit(BaseModel):
+    """One retrieved unit, best first."""
+
+    file: str
+    start_line: int
+    end_line: int
+    symbol: str
+    kind: str
+    language: str
+    score: float
+    signature: str = ""
+    routes: dict[str, int] = Field(default_factory=dict)
+    text: str | None = None
+
+
+class SearchResponse(BaseModel):
+    """Ranked hits and the time taken."""
+
+    results: list[SearchHit]
+    took_ms: float
+
+
+class AskRequest(BaseModel):
+    """A question about a repository."""
+
+    query: str
+    repo: str
+    session_id: str | None = None
+
+
+class Citation(BaseModel):
+    """A checked ``FILE:start-end`` range."""
+
+    file: str
+    start_line: int
+    end_line: int
+
+
+class AskResponse(BaseModel):
+    """An answer with the citations that passed the check."""
+
+    answer: str
+    citations: list[Citation]
+    refused: bool
+    took_ms: float
+    backend: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    session_id: str | None = None

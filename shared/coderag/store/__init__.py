@@ -1,0 +1,48 @@
+"""Process-wide stores, built once from the settings: the SQLite catalog and the vector store."""
+
+from __future__ import annotations
+
+import threading
+
+from coderag.settings import Settings, get_settings
+from coderag.store.catalog import Catalog
+from coderag.store.sqlite import Database
+from coderag.store.vectors import VectorStore, make_client
+
+__all__ = ["Catalog", "Database", "VectorStore", "get_catalog", "get_vectors", "reset_stores"]
+
+_lock = threading.Lock()
+_stores: dict[str, object] = {}
+
+
+def _key(settings: Settings, what: str) -> str:
+    return f"{what}:{settings.data_dir}:{settings.chroma_url}"
+
+
+def get_catalog(settings: Settings | None = None) -> Catalog:
+    """The catalog over ``data_dir/coderag.db``."""
+    settings = settings or get_settings()
+    key = _key(settings, "catalog")
+    with _lock:
+        if key not in _stores:
+            _stores[key] = Catalog(Database(settings.db_path))
+        return _stores[key]  # type: ignore[return-value]
+
+
+def get_vectors(settings: Settings | None = None) -> VectorStore:
+    """The vector store: embedded Chroma in data_dir, or the Chroma server at chroma_url."""
+    settings = settings or get_settings()
+    key = _key(settings, "vectors")
+    with _lock:
+        if key not in _stores:
+            _stores[key] = VectorStore(make_client(settings.chroma_url, settings.data_dir))
+        return _stores[key]  # type: ignore[return-value]
+
+
+def reset_stores() -> None:
+    """Close and forget every store (tests switch data_dir between cases)."""
+    with _lock:
+        for store in _stores.values():
+            if isinstance(store, Catalog):
+                store.db.close()
+        _stores.clear()

@@ -1,0 +1,215 @@
+"""The catalog: repositories, their files and their units, in SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from coderag.errors import Conflict, NotFound
+from coderag.schemas import RepoOut, Unit
+from coderag.store.sqlite import Database
+
+UNIT_COLUMNS = (
+    "id, repo, file, start_line, end_line, symbol, kind, language, signature, doc, text, "
+    "is_test, content_hash"
+)
+"""Column order used to write and read units."""
+
+
+def now_iso() -> str:
+    """Current UTC time as ISO 8601 with a Z."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def unit_from_row(row: sqlite3.Row) -> Unit:
+    """Rebuild a Unit from a ``units`` row."""
+    return Unit(
+        repo=row["repo"],
+        file=row["file"],
+        start_line=row["start_line"],
+        end_line=row["end_line"],
+        symbol=row["symbol"],
+        kind=row["kind"],
+        language=row["language"],
+        signature=row["signature"],
+        doc=row["doc"],
+        text=row["text"],
+        is_test=bool(row["is_test"]),
+    )
+
+
+class Catalog:
+    """Reads and writes of repositories, files and units."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def create_repo(
+        self, name: str, path: str | None, url: str | None, branch: str | None
+    ) -> RepoOut:
+        """Register a repository as queued; Conflict if the name is taken."""
+
+        def insert(conn: sqlite3.Connection) -> None:
+            if conn.execute("SELECT 1 FROM repos WHERE name=?", (name,)).fetchone():
+                raise Conflict(f"repository {name!r} already exists; DELETE it or pick a name")
+            conn.execute(
+                "INSERT INTO repos (name, path, url, branch, status) VALUES (?,?,?,?, 'queued')",
+                (name, path, url, branch),
+            )
+
+        self.db.write(insert)
+        return self.get_repo(name)
+
+    def get_repo(self, name: str) -> RepoOut:
+        """The repository's state; NotFound if unknown."""
+        rows = self.db.read("SELECT * FROM repos WHERE name=?", (name,))
+        if not rows:
+            raise NotFound(f"no repository named {name!r}; POST /repos to add it")
+        return _repo_out(rows[0])
+
+    def list_repos(self) -> list[RepoOut]:
+        """All repositories, by name."""
+        return [_repo_out(r) for r in self.db.read("SELECT * FROM repos ORDER BY name")]
+
+    def update_repo(self, name: str, **fields: object) -> None:
+        """Set columns of a repository row."""
+        if not fields:
+            return
+        cols = ", ".join(f"{k}=?" for k in fields)
+        values = (*fields.values(), name)
+        self.db.write(lambda c: c.execute(f"UPDATE repos SET {cols} WHERE name=?", values))
+
+    def delete_repo(self, name: str) -> None:
+        """Remove a repository with its files and units (vectors are the caller's)."""
+
+        def delete(conn: sqlite3.Connection) -> None:
+            for table, col in (("units", "repo"), ("files", "repo"), ("repos", "name")):
+                conn.execute(f"DELETE FROM {table} WHERE {col}=?", (name,))
+
+        self.db.write(delete)
+
+    def replace_files(
+        self, repo: str, files: Iterable[tuple[str, str, int, str]], units: list[Unit]
+    ) -> None:
+        """Replace the given files (path, language, lines, sha) and all their units."""
+        files = list(files)
+        paths = [f[0] for f in files]
+
+        def replace(conn: sqlite3.Connection) -> None:
+            if not conn.execute("SELECT 1 FROM repos WHERE name=?", (repo,)).fetchone():
+                raise NotFound(f"repository {repo!r} was deleted")
+            for path in paths:
+                conn.execute("DELETE FROM units WHERE repo=? AND file=?", (repo, path))
+            conn.executemany(
+                "INSERT OR REPLACE INTO files (repo, path, language, lines, sha) "
+                "VALUES (?,?,?,?,?)",
+                [(repo, *f) for f in files],
+            )
+            conn.executemany(
+                f"INSERT OR REPLACE INTO units ({UNIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [_unit_row(u) for u in units],
+            )
+
+        self.db.write(replace)
+
+    def remove_files(self, repo: str, paths: Iterable[str]) -> list[str]:
+        """Delete files and their units; returns the ids of the removed units."""
+        paths = list(paths)
+
+        def remove(conn: sqlite3.Connection) -> list[str]:
+            ids: list[str] = []
+            for path in paths:
+                ids += [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT id FROM units WHERE repo=? AND file=?", (repo, path)
+                    )
+                ]
+                conn.execute("DELETE FROM units WHERE repo=? AND file=?", (repo, path))
+                conn.execute("DELETE FROM files WHERE repo=? AND path=?", (repo, path))
+            return ids
+
+        return self.db.write(remove)
+
+    def file_shas(self, repo: str) -> dict[str, str]:
+        """Indexed files of a repository and their content hashes."""
+        return {
+            r["path"]: r["sha"]
+            for r in self.db.read("SELECT path, sha FROM files WHERE repo=?", (repo,))
+        }
+
+    def file_lines(self, repo: str, path: str) -> int | None:
+        """Line count of an indexed file, or None if it is not indexed."""
+        rows = self.db.read("SELECT lines FROM files WHERE repo=? AND path=?", (repo, path))
+        return rows[0]["lines"] if rows else None
+
+    def units(self, repo: str, files: Iterable[str] | None = None) -> list[Unit]:
+        """Units of a repository, optionally only of some files, in file and line order."""
+        if files is None:
+            rows = self.db.read(
+                f"SELECT {UNIT_COLUMNS} FROM units WHERE repo=? ORDER BY file, start_line", (repo,)
+            )
+            return [unit_from_row(r) for r in rows]
+        out: list[Unit] = []
+        for path in files:
+            rows = self.db.read(
+                f"SELECT {UNIT_COLUMNS} FROM units WHERE repo=? AND file=? ORDER BY start_line",
+                (repo, path),
+            )
+            out += [unit_from_row(r) for r in rows]
+        return out
+
+    def units_by_id(self, ids: Iterable[str]) -> dict[str, Unit]:
+        """Units with the given ids."""
+        ids = list(ids)
+        out: dict[str, Unit] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self.db.read(
+                f"SELECT {UNIT_COLUMNS} FROM units WHERE id IN ({marks})", tuple(chunk)
+            ):
+                out[row["id"]] = unit_from_row(row)
+        return out
+
+    def counts(self, repo: str) -> tuple[int, int]:
+        """(files, units) indexed for a repository."""
+        files = self.db.read("SELECT COUNT(*) FROM files WHERE repo=?", (repo,))[0][0]
+        units = self.db.read("SELECT COUNT(*) FROM units WHERE repo=?", (repo,))[0][0]
+        return files, units
+
+
+def _unit_row(u: Unit) -> tuple:
+    return (
+        u.id,
+        u.repo,
+        u.file,
+        u.start_line,
+        u.end_line,
+        u.symbol,
+        u.kind,
+        u.language,
+        u.signature,
+        u.doc,
+        u.text,
+        int(u.is_test),
+        u.content_hash,
+    )
+
+
+def _repo_out(row: sqlite3.Row) -> RepoOut:
+    return RepoOut(
+        name=row["name"],
+        status=row["status"],
+        path=row["path"],
+        url=row["url"],
+        branch=row["branch"],
+        commit=row["commit_sha"],
+        files=row["files"],
+        units=row["units"],
+        skipped=row["skipped"],
+        indexed_at=row["indexed_at"],
+        error=row["error"],
+        progress=row["progress"],
+    )

@@ -1,0 +1,141 @@
+"""SQLite with one writer thread: writes are queued to it, reads use per-thread connections.
+
+WAL mode lets readers run beside the single writer, so a long index write never blocks /search.
+"""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS repos (
+    name TEXT PRIMARY KEY,
+    path TEXT, url TEXT, branch TEXT,
+    status TEXT NOT NULL,
+    commit_sha TEXT,
+    files INTEGER NOT NULL DEFAULT 0,
+    units INTEGER NOT NULL DEFAULT 0,
+    skipped INTEGER NOT NULL DEFAULT 0,
+    indexed_at TEXT,
+    error TEXT,
+    progress TEXT,
+    generation INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
+);
+CREATE TABLE IF NOT EXISTS files (
+    repo TEXT NOT NULL,
+    path TEXT NOT NULL,
+    language TEXT NOT NULL,
+    lines INTEGER NOT NULL,
+    sha TEXT NOT NULL,
+    PRIMARY KEY (repo, path)
+);
+CREATE TABLE IF NOT EXISTS units (
+    id TEXT PRIMARY KEY,
+    repo TEXT NOT NULL,
+    file TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    symbol TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    language TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    text TEXT NOT NULL,
+    is_test INTEGER NOT NULL,
+    content_hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS units_repo_file ON units (repo, file);
+CREATE TABLE IF NOT EXISTS embed_cache (
+    model TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, content_hash)
+);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+    user TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    repo TEXT NOT NULL,
+    query TEXT NOT NULL,
+    retrieved_files TEXT NOT NULL,
+    llm_input_tokens INTEGER NOT NULL DEFAULT 0,
+    response_ms REAL NOT NULL,
+    status TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);
+"""
+"""Tables: repos, their files and units, the embedding cache and the audit log."""
+
+_STOP = object()
+
+
+class Database:
+    """A SQLite file with a single writer thread and thread-local read connections."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._jobs: queue.Queue[object] = queue.Queue()
+        self._writer = threading.Thread(target=self._run_writer, name="sqlite-writer", daemon=True)
+        self._ready = threading.Event()
+        self._writer.start()
+        self._ready.wait()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _run_writer(self) -> None:
+        conn = self._connect()
+        conn.executescript(SCHEMA)
+        self._ready.set()
+        while True:
+            item = self._jobs.get()
+            if item is _STOP:
+                break
+            fn, fut = item  # type: ignore[misc]
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                with conn:  # commits before the caller is woken, so its next read sees the write
+                    result = fn(conn)
+            except BaseException as exc:  # the caller re-raises it
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+        conn.close()
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in one transaction on the writer thread and return its result."""
+        fut: Future[T] = Future()
+        self._jobs.put((fn, fut))
+        return fut.result()
+
+    def read(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        """Run a read-only query on this thread's connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        """Stop the writer thread after queued writes finish."""
+        if self._writer.is_alive():
+            self._jobs.put(_STOP)
+            self._writer.join()

@@ -1,0 +1,129 @@
+"""Shared fixtures: an isolated data directory per test, real git repositories in temp folders,
+and a real redis-server on a free port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import git
+import pytest
+from coderag import queue
+from coderag.settings import get_settings
+from coderag.store import reset_stores
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own SQLite file and embedded Chroma."""
+    data = tmp_path / "data"
+    monkeypatch.setenv("CODERAG_DATA_DIR", str(data))
+    for var in ("REDIS_URL", "CODERAG_REDIS_URL", "CODERAG_API_TOKENS", "CODERAG_LLM_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    get_settings.cache_clear()
+    reset_stores()
+    yield data
+    queue.drain()
+    reset_stores()
+    get_settings.cache_clear()
+
+
+def commit_all(repo: git.Repo, message: str) -> str:
+    """Stage everything and commit; returns the sha."""
+    repo.git.add(A=True)
+    repo.index.commit(message, author=git.Actor("Ada", "ada@example.com"))
+    return repo.head.commit.hexsha
+
+
+@pytest.fixture
+def sample_repo(tmp_path: Path) -> Path:
+    """A git repository holding the five language fixtures plus ignored and binary files."""
+    root = tmp_path / "sample"
+    root.mkdir()
+    for lang_dir in FIXTURES.iterdir():
+        for src in lang_dir.iterdir():
+            if src.name != "expected.json":
+                dest = root / "src" / lang_dir.name / src.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(src, dest)
+    (root / ".gitignore").write_text("secret/\n*.log\n")
+    (root / "secret").mkdir()
+    (root / "secret" / "keys.py").write_text("API_KEY = 'x'\n")
+    (root / "debug.log").write_text("noise\n")
+    (root / "node_modules" / "lib").mkdir(parents=True)
+    (root / "node_modules" / "lib" / "index.js").write_text("function vendored() {}\n")
+    (root / "image.py").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    (root / "latin1.py").write_bytes("caf\xe9 = 1\n".encode("latin-1"))
+    (root / "README.md").write_text("# Sample\n\nAn order service used by the tests.\n")
+    repo = git.Repo.init(root)
+    commit_all(repo, "initial")
+    return root
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real redis-server on a free loopback port for the session."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail(
+            "redis-server is not installed (make test installs it: apt-get install redis-server)"
+        )
+    port = _free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    from redis import Redis
+
+    for _ in range(100):
+        try:
+            Redis.from_url(url).ping()
+            break
+        except Exception:
+            time.sleep(0.05)
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real `chroma run` server on a free loopback port."""
+    binary = shutil.which("chroma") or str(Path(os.sys.executable).parent / "chroma")
+    port = _free_port()
+    path = tmp_path_factory.mktemp("chroma-server")
+    proc = subprocess.Popen(
+        [binary, "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    import httpx
+
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            if httpx.get(url + "/api/v2/heartbeat", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    else:
+        proc.terminate()
+        pytest.fail("chroma run did not start")
+    yield url
+    proc.terminate()
+    proc.wait(10)

@@ -1,0 +1,92 @@
+"""Real models: the packaged MiniLM encoder, a tiny RoBERTa built offline through the same
+code, and the packaged SmolLM2 GGUF through llama.cpp."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from coderag.errors import ConfigError
+from coderag.queue import run_now
+from coderag.settings import Settings, get_settings
+from coderag.store import get_catalog, get_vectors
+from coderag_embedder.encoder import Encoder, default_model_dir, get_encoder
+from coderag_generator.answer import answer_events
+from coderag_generator.backends.llamacpp import LlamaCppBackend
+from coderag_retriever.search import rank, to_hit
+
+from tests.tinymodels import build_tiny_roberta
+
+
+def test_default_encoder_is_the_packaged_minilm() -> None:
+    enc = get_encoder(Settings())
+    assert default_model_dir().name == "model" and enc.dim == 384
+    v = enc.encode(["open a file", "read a file from disk", "sort a list of numbers"])
+    assert v.shape == (3, 384) and np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2]
+
+
+def test_any_local_encoder_directory_works(
+    tmp_path: Path, sample_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = build_tiny_roberta(tmp_path / "tiny-roberta")
+    enc = Encoder(model, pooling="cls", max_length=512)
+    assert enc.max_length == 64 and enc.dim == 32
+    assert enc.encode(["create order " * 100]).shape == (1, 32)
+    with pytest.raises(ConfigError):
+        Encoder(tmp_path)
+    monkeypatch.setenv("CODERAG_EMBED_MODEL", str(model))
+    monkeypatch.setenv("CODERAG_EMBED_POOLING", "cls")
+    get_settings.cache_clear()
+    get_catalog().create_repo("tiny", str(sample_repo), None, None)
+    run_now("coderag_parser.tasks.index_repo", {"repo": "tiny"})
+    assert get_catalog().get_repo("tiny").status == "ready"
+    assert get_vectors().count("tiny") == get_catalog().get_repo("tiny").units
+    hits = rank("tiny", "ProcessOrder", 3, get_settings())
+    assert "(*Service).ProcessOrder" in [h.unit.symbol for h in hits]
+
+
+@pytest.fixture(scope="module")
+def smollm() -> LlamaCppBackend:
+    return LlamaCppBackend(Settings(llm_backend="llamacpp", llm_context=2048))
+
+
+def test_llamacpp_backend_renders_counts_and_streams(smollm: LlamaCppBackend) -> None:
+    prompt = smollm.render(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]
+    )
+    assert "<|im_start|>assistant" in prompt.text
+    assert prompt.tokens == len(
+        smollm.llm.tokenize(prompt.text.encode(), add_bos=True, special=True)
+    )
+    out = "".join(smollm.stream(prompt, temperature=0.1, top_p=0.85, max_tokens=16))
+    assert out.strip()
+    with pytest.raises(ConfigError):
+        LlamaCppBackend(Settings(llm_model_path="/nonexistent.gguf"))
+
+
+def test_llamacpp_answers_cite_only_retrieved_code(
+    smollm: LlamaCppBackend, sample_repo: Path
+) -> None:
+    get_catalog().create_repo("llm", str(sample_repo), None, None)
+    run_now("coderag_parser.tasks.index_repo", {"repo": "llm"})
+    settings = Settings(llm_backend="llamacpp", max_new_tokens=96)
+    query = "How does ProcessOrder validate the request?"
+    hits = [
+        {**to_hit(r, with_text=True).model_dump(), "similarity": r.similarity}
+        for r in rank("llm", query, 5, settings)
+    ]
+    events = list(
+        answer_events(query, hits, smollm, settings, lambda p: get_catalog().file_lines("llm", p))
+    )
+    names = [e.name for e in events]
+    assert names[0] == "prompt" and names[-1] == "done" and "token" in names
+    done = events[-1].data
+    assert done["input_tokens"] > 0 and done["backend"] == "llamacpp"
+    retrieved = {(h["file"], h["start_line"], h["end_line"]) for h in hits}
+    for c in done["citations"]:
+        assert any(
+            f == c["file"] and s <= c["start_line"] <= c["end_line"] <= e for f, s, e in retrieved
+        )
+    assert done["refused"] == (not done["citations"])
