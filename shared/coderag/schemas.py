@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -38,6 +38,7 @@ class Unit(BaseModel):
     doc: str = ""
     text: str
     is_test: bool = False
+    facts: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def id(self) -> str:

@@ -12,6 +12,8 @@ from coderag.schemas import RepoCreate, RepoOut
 from coderag.store import get_catalog, get_vectors
 from fastapi import APIRouter, FastAPI, Response
 
+from coderag_parser.webhooks import router as webhooks_router
+
 INDEX_JOB = "coderag_parser.tasks.index_repo"
 """Job that (re)indexes a repository."""
 
@@ -80,3 +82,6 @@ def delete_repo(name: str, catalog: CatalogDep, settings: SettingsDep, _user: Us
 
         shutil.rmtree(clone, ignore_errors=True)
     return Response(status_code=204)
+
+
+router.include_router(webhooks_router)

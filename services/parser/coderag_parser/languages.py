@@ -112,3 +112,16 @@ def load_query(language: str) -> Query:
     name = QUERY_FILE.get(language, language)
     source = resources.files("coderag_parser").joinpath(f"queries/{name}.scm").read_text()
     return Query(grammar(language), source)
+
+
+EXPORTED: dict[str, tuple[str, str]] = {
+    "go": ("name", r"^[A-Z]"),
+    "java": ("signature", r"\bpublic\b"),
+    "rust": ("signature", r"^\s*pub\b"),
+    "c": ("signature", r"^(?!\s*static\b)"),
+}
+"""How a language marks a definition exported: (field, regex) over its name or signature; other
+languages treat names without a leading ``_`` or ``#`` as exported."""
+
+DEFAULT_EXPORTED = ("name", r"^[^_#]")
+"""The export rule of languages not in ``EXPORTED``."""

@@ -4,7 +4,7 @@ Code units never overlap. Functions and methods are units of their own (nested f
 their parent); a class becomes a unit of its header (up to its first method) plus a summary of its
 public methods; whatever lines remain (module code, fields between methods) become blank-line
 blocks. Functions over ``SPLIT_LINES`` are split into parts; files without a grammar, or whose parse
-finds nothing, become blank-line blocks.
+finds nothing, become blank-line blocks. ``facts.py`` adds each unit's semantic facts.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from coderag.schemas import Unit
 from tree_sitter import Node, QueryCursor
 
+from coderag_parser.facts import DEPRECATED_MARKERS, collect_facts
 from coderag_parser.languages import has_grammar, load_query, parser
 
 SPLIT_LINES = 500
@@ -28,6 +29,9 @@ BLOCK_LINES = 60
 
 CONTAINERS = {"class", "interface"}
 """Definition kinds whose functions are methods."""
+
+SYMBOL_ONLY = {"constant", "variable"}
+"""Definition kinds that enter the symbol table but stay inside blocks rather than units."""
 
 WRAPPERS = {"decorated_definition", "export_statement"}
 """Parent nodes that belong to the definition they wrap (decorators, ``export``)."""
@@ -45,17 +49,31 @@ _ASSIGNED = re.compile(
 
 
 @dataclass
-class _Def:
+class Definition:
+    """A definition the query found; ``start``/``end`` are 0-based rows including wrappers."""
+
     node: Node
     kind: str
     name: str
-    start: int  # 0-based row, wrappers and adjacent comments included
+    start: int
     end: int
     body: Node | None
     doc: str
     receiver: str = ""
-    parent: _Def | None = None
-    children: list[_Def] = field(default_factory=list)
+    params: str = ""
+    returns: str = ""
+    parent: Definition | None = None
+    children: list[Definition] = field(default_factory=list)
+
+
+@dataclass
+class ParsedFile:
+    """Everything the parser learns from one file."""
+
+    units: list[Unit]
+    symbols: list[dict] = field(default_factory=list)
+    calls: list[dict] = field(default_factory=list)
+    imports: list[str] = field(default_factory=list)
 
 
 def is_test_path(path: str) -> bool:
@@ -65,35 +83,63 @@ def is_test_path(path: str) -> bool:
 
 def extract_units(repo: str, path: str, language: str, source: str) -> list[Unit]:
     """Split one file's source into units."""
+    return parse_source(repo, path, language, source).units
+
+
+def parse_source(
+    repo: str, path: str, language: str, source: str, markers: str = DEPRECATED_MARKERS
+) -> ParsedFile:
+    """Units with their semantic facts, plus the file's symbols, call sites and imports."""
     lines = source.splitlines()
     if not lines:
-        return []
+        return ParsedFile([])
     is_test = is_test_path(path)
     if has_grammar(language):
-        units = _code_units(repo, path, language, source, lines, is_test)
-        if units is not None:
-            return units
-    return _blocks(repo, path, language, lines, range(len(lines)), is_test)
+        data = source.encode("utf-8")
+        tree = parser(language).parse(data)
+        matches = QueryCursor(load_query(language)).matches(tree.root_node)
+        defs, symbols = _definitions(matches, data)
+        if defs or not tree.root_node.has_error:
+            units, owners = _code_units(repo, path, language, data, lines, is_test, defs)
+            parsed = ParsedFile(units, symbols=_symbol_rows(defs) + symbols)
+            collect_facts(parsed, matches, language, owners, markers)
+            return parsed
+    return ParsedFile(_blocks(repo, path, language, lines, range(len(lines)), is_test))
+
+
+def _symbol_rows(defs: list[Definition], scope: tuple[str, ...] = ()) -> list[dict]:
+    rows = []
+    for d in defs:
+        in_container = d.parent is not None and d.parent.kind in CONTAINERS
+        kind = "method" if in_container else d.kind
+        rows.append(
+            {
+                "name": d.name,
+                "qualified": _qualify(d, list(scope)),
+                "kind": kind,
+                "start_line": d.start + 1,
+                "end_line": d.end + 1,
+            }
+        )
+        rows += _symbol_rows(d.children, (*scope, d.name))
+    return rows
 
 
 def _code_units(
-    repo: str, path: str, language: str, source: str, lines: list[str], is_test: bool
-) -> list[Unit] | None:
-    data = source.encode("utf-8")
-    tree = parser(language).parse(data)
-    defs = _definitions(tree.root_node, language, data)
-    if not defs:
-        return (
-            None
-            if tree.root_node.has_error
-            else _blocks(repo, path, language, lines, range(len(lines)), is_test)
-        )
+    repo: str,
+    path: str,
+    language: str,
+    data: bytes,
+    lines: list[str],
+    is_test: bool,
+    defs: list[Definition],
+) -> tuple[list[Unit], dict[int, Definition]]:
+    """Units of the definitions and of the lines between them, and unit index -> definition."""
     units: list[Unit] = []
+    owner_of: list[Definition | None] = []
     covered = [False] * len(lines)
 
-    def emit(
-        kind: str, symbol: str, start: int, end: int, d: _Def, text: str | None = None
-    ) -> None:
+    def emit(kind: str, symbol: str, start: int, end: int, d: Definition, text: str = "") -> None:
         for row in range(start, end + 1):
             covered[row] = True
         units.append(
@@ -107,29 +153,27 @@ def _code_units(
                 language=language,
                 signature=_signature(d, data),
                 doc=d.doc,
-                text=text if text is not None else "\n".join(lines[start : end + 1]),
+                text=text or "\n".join(lines[start : end + 1]),
                 is_test=is_test,
             )
         )
+        owner_of.append(d)
 
-    def walk(d: _Def, scope: list[str]) -> None:
+    def walk(d: Definition, scope: list[str]) -> None:
         symbol = _qualify(d, scope)
         if d.kind in CONTAINERS:
             methods = [c for c in d.children if c.kind not in CONTAINERS]
-            header_end = min((c.start for c in methods), default=d.end + 1) - 1
-            header_end = max(header_end, d.start)
+            header_end = max(min((c.start for c in methods), default=d.end + 1) - 1, d.start)
             header = "\n".join(lines[d.start : header_end + 1])
             listed = [f"  {_signature(m, data)}" for m in methods if not m.name.startswith("_")]
             text = header + ("\n# public methods:\n" + "\n".join(listed) if listed else "")
             emit(d.kind, symbol, d.start, header_end, d, text)
             for child in d.children:
-                walk(child, [*scope, _scope_name(d)])
+                walk(child, [*scope, d.name])
             return
-        kind = "method" if d.parent is not None and d.parent.kind in CONTAINERS else d.kind
-        if d.kind == "method":
-            kind = "method"
-        length = d.end - d.start + 1
-        if length <= SPLIT_LINES:
+        in_container = d.parent is not None and d.parent.kind in CONTAINERS
+        kind = "method" if in_container or d.kind == "method" else d.kind
+        if d.end - d.start + 1 <= SPLIT_LINES:
             emit(kind, symbol, d.start, d.end, d)
             return
         for part, (s, e) in enumerate(_split(lines, d.start, d.end), start=1):
@@ -138,35 +182,53 @@ def _code_units(
     for d in defs:
         walk(d, [])
     rest = [row for row in range(len(lines)) if not covered[row]]
-    units += _blocks(repo, path, language, lines, rest, is_test)
-    units.sort(key=lambda u: u.start_line)
-    return units
+    blocks = _blocks(repo, path, language, lines, rest, is_test)
+    units += blocks
+    owner_of += [None] * len(blocks)
+    order = sorted(range(len(units)), key=lambda i: units[i].start_line)
+    owners = {new: owner_of[old] for new, old in enumerate(order) if owner_of[old] is not None}
+    return [units[i] for i in order], owners  # type: ignore[misc]
 
 
-def _definitions(root: Node, language: str, data: bytes) -> list[_Def]:
-    """Top-level definitions, each with its nested containers and methods as children."""
-    found: dict[tuple[int, int], _Def] = {}
-    for _, caps in QueryCursor(load_query(language)).matches(root):
+def _definitions(matches: list, data: bytes) -> tuple[list[Definition], list[dict]]:
+    """Top-level unit definitions (containers hold their methods) and symbol-only rows."""
+    found: dict[tuple[int, int], Definition] = {}
+    symbols: list[dict] = []
+    for _, caps in matches:
         kind_key = next((k for k in caps if k.startswith("definition.")), None)
         if kind_key is None or "name" not in caps:
             continue
         node = caps[kind_key][0]
+        kind = kind_key.split(".", 1)[1]
+        name = _text(caps["name"][0])
+        if kind in SYMBOL_ONLY:
+            symbols.append(
+                {
+                    "name": name,
+                    "qualified": name,
+                    "kind": kind,
+                    "start_line": node.start_point[0] + 1,
+                    "end_line": node.end_point[0] + 1,
+                }
+            )
+            continue
         outer = node.parent if node.parent is not None and node.parent.type in WRAPPERS else node
-        start = _with_comments(outer)
-        doc = _doc_text(caps["doc"][0]) if "doc" in caps else _comment_doc(outer, data)
-        found[(node.start_byte, node.end_byte)] = _Def(
+        doc = _doc_text(caps["doc"][0]) if "doc" in caps else _comment_doc(outer)
+        found[(node.start_byte, node.end_byte)] = Definition(
             node=node,
-            kind=kind_key.split(".", 1)[1],
-            name=_text(caps["name"][0]),
-            start=start,
+            kind=kind,
+            name=name,
+            start=_with_comments(outer),
             end=outer.end_point[0],
             body=caps["body"][0] if "body" in caps else None,
             doc=doc,
             receiver=_text(caps["receiver"][0]) if "receiver" in caps else "",
+            params=_text(caps["params"][0]) if "params" in caps else "",
+            returns=_text(caps["returns"][0]) if "returns" in caps else "",
         )
     ordered = sorted(found.values(), key=lambda d: (d.node.start_byte, -d.node.end_byte))
-    roots: list[_Def] = []
-    stack: list[_Def] = []
+    roots: list[Definition] = []
+    stack: list[Definition] = []
     for d in ordered:
         while stack and stack[-1].node.end_byte < d.node.end_byte:
             stack.pop()
@@ -179,7 +241,7 @@ def _definitions(root: Node, language: str, data: bytes) -> list[_Def]:
         else:
             continue  # nested in a function: part of that function's unit
         stack.append(d)
-    return roots
+    return roots, symbols
 
 
 def _with_comments(node: Node) -> int:
@@ -192,7 +254,7 @@ def _with_comments(node: Node) -> int:
     return start
 
 
-def _comment_doc(node: Node, data: bytes) -> str:
+def _comment_doc(node: Node) -> str:
     parts: list[str] = []
     start = node.start_point[0]
     prev = node.prev_sibling
@@ -220,7 +282,7 @@ def _text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", "replace")
 
 
-def _signature(d: _Def, data: bytes) -> str:
+def _signature(d: Definition, data: bytes) -> str:
     end = d.body.start_byte if d.body is not None else d.node.end_byte
     if d.body is not None and d.kind == "type":
         end = d.body.end_byte if d.body.end_byte - d.node.start_byte < 200 else d.body.start_byte
@@ -229,11 +291,7 @@ def _signature(d: _Def, data: bytes) -> str:
     return sig[:300]
 
 
-def _scope_name(d: _Def) -> str:
-    return d.name
-
-
-def _qualify(d: _Def, scope: list[str]) -> str:
+def _qualify(d: Definition, scope: list[str]) -> str:
     if d.receiver:
         recv = re.sub(r"[()]", "", d.receiver).split()
         rtype = recv[-1] if recv else ""

@@ -1,0 +1,128 @@
+"""Semantic facts of each unit (seed 004 §3.1), read from the query's captures alone.
+
+FunctionSignature (name, receiver, params, returns, exported), ErrorHandlingPattern
+(``@fact.error``), ContextUsage (``@fact.context``), DependencyCall (``@reference.call`` with the
+receiver's type inferred from a Go-style receiver or ``self``/``this``), ConfigReference
+(``@fact.config``) and DeprecatedMarker (team conventions, a regex over docs and comments) go on
+the unit; the file's call sites and imports feed the call and import graphs, from which
+TestCoverageHint is derived.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import TYPE_CHECKING, Any
+
+from coderag_parser.languages import DEFAULT_EXPORTED, EXPORTED
+
+if TYPE_CHECKING:
+    from coderag_parser.units import Definition, ParsedFile
+
+DEPRECATED_MARKERS = r"(?i)\bdeprecated\b|@Deprecated|\bDEPRECATED\b"
+"""Default team convention for deprecation markers (``// deprecated since v2.1``, ...)."""
+
+SELF_NAMES = frozenset({"self", "this", "cls"})
+"""Receivers that name the enclosing class."""
+
+FACT_LIMIT = 12
+"""Most entries kept per fact list (a 300-line function can have hundreds of calls)."""
+
+_COMMENT_LINE = re.compile(r"^\s*(#|//|/\*|\*|@|--)")
+
+
+def _snippet(node: Any) -> str:
+    text = (node.text or b"").decode("utf-8", "replace")
+    return re.sub(r"\s+", " ", text).strip()[:100]
+
+
+def _receiver_types(d: Definition | None) -> dict[str, str]:
+    """Variable -> type for the receivers a definition's calls may use."""
+    if d is None:
+        return {}
+    types: dict[str, str] = {}
+    if d.receiver:
+        parts = d.receiver.strip("()").split()
+        if len(parts) >= 2:
+            types[parts[0]] = parts[-1]
+    container = d.parent.name if d.parent is not None else ""
+    if container:
+        for name in SELF_NAMES:
+            types[name] = container
+    return types
+
+
+def _exported(language: str, name: str, signature: str) -> bool:
+    field, pattern = EXPORTED.get(language, DEFAULT_EXPORTED)
+    return bool(re.search(pattern, name if field == "name" else signature))
+
+
+def collect_facts(
+    parsed: ParsedFile,
+    matches: list,
+    language: str,
+    owners: dict[int, Definition],
+    markers: str,
+) -> None:
+    """Attach facts to ``parsed.units`` and fill ``parsed.calls`` and ``parsed.imports``."""
+    units = parsed.units
+    starts = [u.start_line for u in units]
+
+    def owner(row: int) -> int | None:
+        i = bisect.bisect_right(starts, row + 1) - 1
+        return i if i >= 0 and units[i].end_line >= row + 1 else None
+
+    facts: list[dict[str, list[str]]] = [{} for _ in units]
+    for _, caps in matches:
+        if "import" in caps and "name" in caps:
+            parsed.imports.append(_snippet(caps["name"][0]).strip("\"'<>"))
+            continue
+        key = next((k for k in caps if k.startswith("fact.") or k == "reference.call"), None)
+        if key is None:
+            continue
+        node = caps[key][0]
+        i = owner(node.start_point[0])
+        if i is None:
+            continue
+        if key == "reference.call":
+            if "name" not in caps:
+                continue
+            callee = _snippet(caps["name"][0])
+            recv = _snippet(caps["call.receiver"][0]) if "call.receiver" in caps else ""
+            rtype = _receiver_types(owners.get(i)).get(recv, "")
+            parsed.calls.append(
+                {
+                    "caller": units[i].id,
+                    "callee": callee,
+                    "receiver": recv,
+                    "receiver_type": rtype,
+                    "line": node.start_point[0] + 1,
+                }
+            )
+            label = f"{recv}.{callee}" if recv else callee
+            entry = f"{label} ({rtype})" if rtype else label
+        else:
+            entry = _snippet(node)
+        bucket = facts[i].setdefault(
+            key.removeprefix("fact.").replace("reference.call", "calls"), []
+        )
+        if entry not in bucket and len(bucket) < FACT_LIMIT:
+            bucket.append(entry)
+    marker_re = re.compile(markers)
+    for i, unit in enumerate(units):
+        d = owners.get(i)
+        out: dict[str, Any] = dict(facts[i])
+        if d is not None and unit.kind in ("function", "method"):
+            out["signature"] = {
+                "name": d.name,
+                "receiver": d.receiver,
+                "params": d.params,
+                "returns": d.returns,
+                "exported": _exported(language, d.name, unit.signature),
+            }
+        notes = [unit.doc] + [ln for ln in unit.text.splitlines()[:40] if _COMMENT_LINE.match(ln)]
+        hit = next((ln for ln in "\n".join(notes).splitlines() if marker_re.search(ln)), None)
+        if hit:
+            out["deprecated"] = hit.strip()[:120]
+        if out:
+            unit.facts = out
