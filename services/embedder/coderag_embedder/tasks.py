@@ -12,7 +12,7 @@ from coderag.queue import enqueue
 from coderag.store import get_catalog, get_vectors
 
 from coderag_embedder import cache
-from coderag_embedder.encoder import get_encoder, unit_text
+from coderag_embedder.encoder import get_encoder, text_key, unit_text
 
 log = logging.getLogger(__name__)
 
@@ -37,22 +37,23 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
         # so a reindex always converges to one vector per unit.
         units = [u for u in catalog.units(name) if u.file in changed or u.id not in stored]
         commit = payload.get("commit") or ""
-        hashes = [u.content_hash for u in units]
-        known = cache.lookup(catalog, encoder.name, hashes)
+        texts = {u.id: unit_text(u) for u in units}
+        keys = {uid: text_key(t) for uid, t in texts.items()}
+        known = cache.lookup(catalog, encoder.name, list(keys.values()))
         encoded = 0
         for start in range(0, len(units), CHUNK_UNITS):
             chunk = units[start : start + CHUNK_UNITS]
-            todo = [u for u in chunk if u.content_hash not in known]
+            todo = {keys[u.id]: texts[u.id] for u in chunk if keys[u.id] not in known}
             if todo:
-                fresh = encoder.encode([unit_text(u) for u in todo])
-                new = {u.content_hash: v for u, v in zip(todo, fresh, strict=True)}
+                fresh = encoder.encode(list(todo.values()))
+                new = dict(zip(todo, fresh, strict=True))
                 cache.store(catalog, encoder.name, new)
                 known.update(new)
                 encoded += len(todo)
             vectors.upsert(
                 name,
                 [u.id for u in chunk],
-                np.stack([known[u.content_hash] for u in chunk]),
+                np.stack([known[keys[u.id]] for u in chunk]),
                 [_metadata(u, commit) for u in chunk],
             )
             progress.report(name, "embedding", start + len(chunk), len(units))
@@ -80,4 +81,7 @@ def _metadata(u: Any, commit: str) -> dict[str, Any]:
         "language": u.language,
         "is_test": u.is_test,
         "commit": commit,
+        "last_commit": u.last_commit or "",
+        "last_author": u.last_author or "",
+        "last_date": u.last_date or "",
     }

@@ -32,8 +32,8 @@ _COMMENT_LINE = re.compile(r"^\s*(#|//|/\*|\*|@|--)")
 
 
 def _snippet(node: Any) -> str:
-    text = (node.text or b"").decode("utf-8", "replace")
-    return re.sub(r"\s+", " ", text).strip()[:100]
+    text = (node.text or b"")[:400].decode("utf-8", "replace")
+    return " ".join(text.split())[:100]
 
 
 def _receiver_types(d: Definition | None) -> dict[str, str]:
@@ -67,6 +67,7 @@ def collect_facts(
     """Attach facts to ``parsed.units`` and fill ``parsed.calls`` and ``parsed.imports``."""
     units = parsed.units
     starts = [u.start_line for u in units]
+    ids = [u.id for u in units]  # a sha1 each: compute once, not per call site
 
     def owner(row: int) -> int | None:
         i = bisect.bisect_right(starts, row + 1) - 1
@@ -92,7 +93,7 @@ def collect_facts(
             rtype = _receiver_types(owners.get(i)).get(recv, "")
             parsed.calls.append(
                 {
-                    "caller": units[i].id,
+                    "caller": ids[i],
                     "callee": callee,
                     "receiver": recv,
                     "receiver_type": rtype,

@@ -152,3 +152,26 @@ def read_source(path: Path, max_bytes: int) -> tuple[str | None, str]:
 def indexable(rel: str) -> str | None:
     """The language of a walked path, or None when no extension or name makes it indexable."""
     return language_of(rel)
+
+
+def excluded(root: Path, rel: str, extra: list[str] | None = None) -> bool:
+    """Whether one path is excluded, by the same rules as ``walk`` (defaults, extra patterns and
+    every ``.gitignore`` from the root down to its directory)."""
+    parts = rel.split("/")
+    if _spec(DEFAULT_EXCLUDES + list(extra or [])).match_file(rel):
+        return True
+    for depth in range(len(parts)):
+        scope = "/".join(parts[:depth])
+        gitignore = root / scope / ".gitignore" if scope else root / ".gitignore"
+        if gitignore.is_file():
+            spec = _spec(gitignore.read_text("utf-8", "replace").splitlines())
+            sub = "/".join(parts[depth:])
+            # a directory match anywhere on the way down excludes everything below it
+            for k in range(1, len(parts) - depth):
+                if spec.match_file("/".join(parts[depth : depth + k]) + "/"):
+                    return True
+            if spec.match_file(sub):
+                return True
+    return any(
+        _spec(DEFAULT_EXCLUDES).match_file("/".join(parts[:k]) + "/") for k in range(1, len(parts))
+    )

@@ -40,3 +40,78 @@ def head_commit(root: Path) -> str | None:
         return git.Repo(root, search_parent_directories=False).head.commit.hexsha
     except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
         return None
+
+
+def changed_paths(root: Path, since: str) -> tuple[set[str], set[str]] | None:
+    """Paths that may differ from commit ``since``: (changed between ``since`` and HEAD, renames'
+    old and new sides included; dirty or untracked in the work tree). None when ``since`` is
+    unknown to this repository (history rewritten), meaning a full walk is needed."""
+    try:
+        repo = git.Repo(root)
+        repo.commit(since)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError, git.BadName):
+        return None
+    changed: set[str] = set()
+    out = repo.git.diff("--name-status", "-M", "-z", since, "HEAD")
+    fields = [f for f in out.split("\0") if f]
+    i = 0
+    while i < len(fields):
+        status = fields[i]
+        width = 2 if status[0] in "RC" else 1
+        changed.update(fields[i + 1 : i + 1 + width])
+        i += 1 + width
+    return changed, dirty_paths(repo)
+
+
+def dirty_paths(repo: git.Repo) -> set[str]:
+    """Files modified, added, deleted or untracked in the work tree (ignored ones excluded)."""
+    out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all")
+    dirty: set[str] = set()
+    fields = [f for f in out.split("\0") if f]
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        dirty.add(entry[3:])
+        if entry[0] in "RC":  # the rename's source path follows as its own field
+            i += 1
+            dirty.add(fields[i])
+        i += 1
+    return dirty
+
+
+def work_tree_dirty(root: Path) -> set[str]:
+    """Dirty paths of a work tree, or none when it is not a git repository."""
+    try:
+        return dirty_paths(git.Repo(root))
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return set()
+
+
+def blame(root: Path, path: str) -> dict[int, tuple[str, str, str]]:
+    """Line -> (commit, author, ISO date) of the commit that last touched it; {} if untracked."""
+    try:
+        out = git.Repo(root).git.blame("--line-porcelain", "-w", "--", path)
+    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        return {}
+    lines: dict[int, tuple[str, str, str]] = {}
+    sha = author = ""
+    final = 0
+    stamp = 0
+    for line in out.splitlines():
+        if line.startswith("\t"):
+            lines[final] = (sha, author, _iso(stamp))
+            continue
+        head, _, rest = line.partition(" ")
+        if len(head) == 40 and all(c in "0123456789abcdef" for c in head):
+            sha, final = head, int(rest.split()[1])
+        elif head == "author":
+            author = rest
+        elif head == "author-time":
+            stamp = int(rest)
+    return lines
+
+
+def _iso(stamp: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

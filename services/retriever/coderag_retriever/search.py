@@ -64,5 +64,8 @@ def to_hit(r: Ranked, with_text: bool = False) -> SearchHit:
         score=round(r.score, 6),
         signature=u.signature,
         routes=r.routes,
+        last_commit=u.last_commit,
+        last_author=u.last_author,
+        last_date=u.last_date,
         text=u.text if with_text else None,
     )

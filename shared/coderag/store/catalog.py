@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from coderag.store.sqlite import Database
 
 UNIT_COLUMNS = (
     "id, repo, file, start_line, end_line, symbol, kind, language, signature, doc, text, "
-    "is_test, content_hash"
+    "is_test, content_hash, facts, last_commit, last_author, last_date"
 )
 """Column order used to write and read units."""
 
@@ -36,7 +37,23 @@ def unit_from_row(row: sqlite3.Row) -> Unit:
         doc=row["doc"],
         text=row["text"],
         is_test=bool(row["is_test"]),
+        facts=json.loads(row["facts"]),
+        last_commit=row["last_commit"],
+        last_author=row["last_author"],
+        last_date=row["last_date"],
     )
+
+
+FILE_TABLES = ("units", "files", "symbols", "calls", "imports")
+"""Tables whose rows belong to one file of one repository."""
+
+_FILE_COLUMN = {"files": "path"}
+
+
+def _delete_file_rows(conn: sqlite3.Connection, repo: str, path: str) -> None:
+    for table in FILE_TABLES:
+        col = _FILE_COLUMN.get(table, "file")
+        conn.execute(f"DELETE FROM {table} WHERE repo=? AND {col}=?", (repo, path))
 
 
 class Catalog:
@@ -84,37 +101,58 @@ class Catalog:
         """Remove a repository with its files and units (vectors are the caller's)."""
 
         def delete(conn: sqlite3.Connection) -> None:
-            for table, col in (("units", "repo"), ("files", "repo"), ("repos", "name")):
+            for table, col in (*((t, "repo") for t in FILE_TABLES), ("repos", "name")):
                 conn.execute(f"DELETE FROM {table} WHERE {col}=?", (name,))
 
         self.db.write(delete)
 
     def replace_files(
-        self, repo: str, files: Iterable[tuple[str, str, int, str]], units: list[Unit]
+        self,
+        repo: str,
+        files: Iterable[tuple[str, str, int, str]],
+        units: list[Unit],
+        symbols: Iterable[tuple] = (),
+        calls: Iterable[tuple] = (),
+        imports: Iterable[tuple] = (),
     ) -> None:
-        """Replace the given files (path, language, lines, sha) and all their units."""
+        """Replace the given files (path, language, lines, sha) and all their rows: units,
+        symbols (file, name, qualified, kind, start, end, unit_id), calls (file, caller_id,
+        callee, receiver, receiver_type, line) and imports (file, module)."""
         files = list(files)
-        paths = [f[0] for f in files]
+        symbols, calls, imports = list(symbols), list(calls), list(imports)
 
         def replace(conn: sqlite3.Connection) -> None:
             if not conn.execute("SELECT 1 FROM repos WHERE name=?", (repo,)).fetchone():
                 raise NotFound(f"repository {repo!r} was deleted")
-            for path in paths:
-                conn.execute("DELETE FROM units WHERE repo=? AND file=?", (repo, path))
+            for path, *_ in files:
+                _delete_file_rows(conn, repo, path)
             conn.executemany(
-                "INSERT OR REPLACE INTO files (repo, path, language, lines, sha) "
-                "VALUES (?,?,?,?,?)",
+                "INSERT INTO files (repo, path, language, lines, sha) VALUES (?,?,?,?,?)",
                 [(repo, *f) for f in files],
             )
             conn.executemany(
-                f"INSERT OR REPLACE INTO units ({UNIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT OR REPLACE INTO units ({UNIT_COLUMNS}) VALUES ({','.join('?' * 17)})",
                 [_unit_row(u) for u in units],
+            )
+            conn.executemany(
+                "INSERT INTO symbols (repo, file, name, qualified, kind, start_line, end_line, "
+                "unit_id) VALUES (?,?,?,?,?,?,?,?)",
+                [(repo, *row) for row in symbols],
+            )
+            conn.executemany(
+                "INSERT INTO calls (repo, file, caller_id, callee, receiver, receiver_type, line)"
+                " VALUES (?,?,?,?,?,?,?)",
+                [(repo, *row) for row in calls],
+            )
+            conn.executemany(
+                "INSERT INTO imports (repo, file, module) VALUES (?,?,?)",
+                [(repo, *row) for row in imports],
             )
 
         self.db.write(replace)
 
     def remove_files(self, repo: str, paths: Iterable[str]) -> list[str]:
-        """Delete files and their units; returns the ids of the removed units."""
+        """Delete files and all their rows; returns the ids of the removed units."""
         paths = list(paths)
 
         def remove(conn: sqlite3.Connection) -> list[str]:
@@ -126,8 +164,7 @@ class Catalog:
                         "SELECT id FROM units WHERE repo=? AND file=?", (repo, path)
                     )
                 ]
-                conn.execute("DELETE FROM units WHERE repo=? AND file=?", (repo, path))
-                conn.execute("DELETE FROM files WHERE repo=? AND path=?", (repo, path))
+                _delete_file_rows(conn, repo, path)
             return ids
 
         return self.db.write(remove)
@@ -195,6 +232,10 @@ def _unit_row(u: Unit) -> tuple:
         u.text,
         int(u.is_test),
         u.content_hash,
+        json.dumps(u.facts, ensure_ascii=False),
+        u.last_commit,
+        u.last_author,
+        u.last_date,
     )
 
 

@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS repos (
     error TEXT,
     progress TEXT,
     generation INTEGER NOT NULL DEFAULT 0,
+    dirty TEXT NOT NULL DEFAULT '[]',
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
 );
 CREATE TABLE IF NOT EXISTS files (
@@ -51,9 +52,28 @@ CREATE TABLE IF NOT EXISTS units (
     doc TEXT NOT NULL,
     text TEXT NOT NULL,
     is_test INTEGER NOT NULL,
-    content_hash TEXT NOT NULL
+    content_hash TEXT NOT NULL,
+    facts TEXT NOT NULL DEFAULT '{}',
+    last_commit TEXT, last_author TEXT, last_date TEXT
 );
 CREATE INDEX IF NOT EXISTS units_repo_file ON units (repo, file);
+CREATE TABLE IF NOT EXISTS symbols (
+    repo TEXT NOT NULL, file TEXT NOT NULL, name TEXT NOT NULL, qualified TEXT NOT NULL,
+    kind TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, unit_id TEXT
+);
+CREATE INDEX IF NOT EXISTS symbols_name ON symbols (repo, name);
+CREATE INDEX IF NOT EXISTS symbols_file ON symbols (repo, file);
+CREATE TABLE IF NOT EXISTS calls (
+    repo TEXT NOT NULL, file TEXT NOT NULL, caller_id TEXT NOT NULL, callee TEXT NOT NULL,
+    receiver TEXT NOT NULL, receiver_type TEXT NOT NULL, line INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS calls_callee ON calls (repo, callee);
+CREATE INDEX IF NOT EXISTS calls_caller ON calls (caller_id);
+CREATE INDEX IF NOT EXISTS calls_file ON calls (repo, file);
+CREATE TABLE IF NOT EXISTS imports (
+    repo TEXT NOT NULL, file TEXT NOT NULL, module TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS imports_file ON imports (repo, file);
 CREATE TABLE IF NOT EXISTS embed_cache (
     model TEXT NOT NULL,
     content_hash TEXT NOT NULL,

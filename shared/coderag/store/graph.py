@@ -1,0 +1,166 @@
+"""The call and import graphs, resolved at read time from the parser's raw rows.
+
+Call sites are stored by callee *name* (plus the receiver's type when the parser could infer it),
+so an edit in one file never leaves stale resolved edges in another: resolution happens here,
+against the symbol table as it is now.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from coderag.store.sqlite import Database
+
+CALLABLE_KINDS = ("function", "method")
+"""Symbol kinds a call can resolve to."""
+
+MAX_CANDIDATES = 3
+"""A bare name with more definitions than this is too ambiguous to link."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One resolved call: caller unit -> callee unit."""
+
+    caller: str
+    callee: str
+    name: str
+    line: int
+
+
+def _type_name(receiver_type: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "", receiver_type.split(".")[-1])
+
+
+class Graph:
+    """Callers, callees, reference counts and test coverage of one repository's units."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _resolve(self, repo: str, name: str, receiver_type: str, file: str) -> list[str]:
+        rows = self.db.read(
+            "SELECT qualified, file, unit_id FROM symbols WHERE repo=? AND name=? AND kind IN "
+            f"({','.join('?' * len(CALLABLE_KINDS))}) AND unit_id IS NOT NULL",
+            (repo, name, *CALLABLE_KINDS),
+        )
+        if not rows:
+            return []
+        if receiver_type:
+            typed = [r for r in rows if _type_name(receiver_type) in r["qualified"]]
+            if typed:
+                return [r["unit_id"] for r in typed]
+        local = [r for r in rows if r["file"] == file]
+        if local:
+            return [r["unit_id"] for r in local]
+        return [r["unit_id"] for r in rows] if len(rows) <= MAX_CANDIDATES else []
+
+    def callees(self, repo: str, unit_id: str) -> list[Edge]:
+        """Units the given unit calls."""
+        out: list[Edge] = []
+        for r in self.db.read(
+            "SELECT file, callee, receiver_type, line FROM calls WHERE caller_id=?", (unit_id,)
+        ):
+            for target in self._resolve(repo, r["callee"], r["receiver_type"], r["file"]):
+                if target != unit_id:
+                    out.append(Edge(unit_id, target, r["callee"], r["line"]))
+        return out
+
+    def callers(self, repo: str, unit_id: str) -> list[Edge]:
+        """Units that call the given unit."""
+        names = {
+            r["name"]
+            for r in self.db.read(
+                "SELECT name FROM symbols WHERE repo=? AND unit_id=?", (repo, unit_id)
+            )
+        }
+        out: list[Edge] = []
+        for name in names:
+            for r in self.db.read(
+                "SELECT caller_id, file, receiver_type, line FROM calls WHERE repo=? AND callee=?",
+                (repo, name),
+            ):
+                if r["caller_id"] != unit_id and unit_id in self._resolve(
+                    repo, name, r["receiver_type"], r["file"]
+                ):
+                    out.append(Edge(r["caller_id"], unit_id, name, r["line"]))
+        return out
+
+    def neighbourhood(self, repo: str, unit_ids: list[str], depth: int = 2) -> dict[str, int]:
+        """Units within ``depth`` calls of the given ones (either direction) -> distance."""
+        seen = {u: 0 for u in unit_ids}
+        frontier = list(unit_ids)
+        for d in range(1, depth + 1):
+            nxt = []
+            for u in frontier:
+                for e in self.callees(repo, u) + self.callers(repo, u):
+                    other = e.callee if e.caller == u else e.caller
+                    if other not in seen:
+                        seen[other] = d
+                        nxt.append(other)
+            frontier = nxt
+        return seen
+
+    def symbol_references(self, repo: str) -> Counter[str]:
+        """Call sites per callee name."""
+        return Counter(
+            {
+                r["callee"]: r["n"]
+                for r in self.db.read(
+                    "SELECT callee, COUNT(*) AS n FROM calls WHERE repo=? GROUP BY callee", (repo,)
+                )
+            }
+        )
+
+    def file_references(self, repo: str) -> Counter[str]:
+        """Per file: call sites in other files naming its symbols, plus imports of its module."""
+        defined: dict[str, set[str]] = defaultdict(set)
+        for r in self.db.read("SELECT name, file FROM symbols WHERE repo=?", (repo,)):
+            defined[r["name"]].add(r["file"])
+        counts: Counter[str] = Counter()
+        for r in self.db.read("SELECT callee, file FROM calls WHERE repo=?", (repo,)):
+            for f in defined.get(r["callee"], ()):
+                if f != r["file"]:
+                    counts[f] += 1
+        files = [r["path"] for r in self.db.read("SELECT path FROM files WHERE repo=?", (repo,))]
+        for r in self.db.read("SELECT file, module FROM imports WHERE repo=?", (repo,)):
+            for f in files:
+                if f != r["file"] and _imports_file(r["module"], f):
+                    counts[f] += 1
+        return counts
+
+    def file_weight(self, repo: str) -> dict[str, float]:
+        """log(1 + references) per file, the seed-004 popularity factor."""
+        return {f: math.log1p(n) for f, n in self.file_references(repo).items()}
+
+    def tested(self, repo: str) -> set[str]:
+        """Units called from test code (TestCoverageHint)."""
+        out: set[str] = set()
+        for r in self.db.read(
+            "SELECT c.callee, c.receiver_type, c.file FROM calls c JOIN units u "
+            "ON u.id = c.caller_id WHERE c.repo=? AND u.is_test=1",
+            (repo,),
+        ):
+            out.update(self._resolve(repo, r["callee"], r["receiver_type"], r["file"]))
+        return out
+
+
+def _imports_file(module: str, path: str) -> bool:
+    """Whether an import names this file's module (Python dotted, Go/JS paths, C headers)."""
+    stem = re.sub(r"\.[A-Za-z0-9]+$", "", path)
+    if stem.endswith("/__init__"):
+        stem = stem[: -len("/__init__")]
+    module = module.strip("./")
+    if not module:
+        return False
+    dotted = module.replace(".", "/")
+    return (
+        stem.endswith("/" + dotted)
+        or stem == dotted
+        or path == module
+        or path.endswith("/" + module)
+        or (path.rsplit("/", 1)[0].endswith(module) and "/" in module)
+    )

@@ -1,0 +1,65 @@
+"""Symbol table, call graph, import graph, reference counts and test coverage hints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from coderag.queue import run_now
+from coderag.store import get_catalog
+from coderag.store.graph import Graph
+
+
+def _index(root: Path, files: dict[str, str], name: str = "g") -> dict[str, str]:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    get_catalog().create_repo(name, str(root), None, None)
+    run_now("coderag_parser.tasks.index_repo", {"repo": name})
+    return {u.symbol: u.id for u in get_catalog().units(name)}
+
+
+def test_python_calls_imports_refs_and_tests(tmp_path: Path) -> None:
+    ids = _index(
+        tmp_path,
+        {
+            "pkg/a.py": (
+                "LIMIT = 3\n\n\ndef helper():\n    return LIMIT\n\n\n"
+                "class Service:\n    def run(self):\n        self.step()\n        return helper()\n\n"
+                "    def step(self):\n        return 1\n"
+            ),
+            "pkg/b.py": "from pkg.a import helper\n\n\ndef main():\n    return helper()\n",
+            "tests/test_a.py": "from pkg.a import helper\n\n\ndef test_helper():\n    assert helper()\n",
+        },
+    )
+    graph = Graph(get_catalog().db)
+    callees = {e.callee for e in graph.callees("g", ids["Service.run"])}
+    assert callees == {ids["Service.step"], ids["helper"]}
+    callers = {e.caller for e in graph.callers("g", ids["helper"])}
+    assert callers == {ids["Service.run"], ids["main"], ids["test_helper"]}
+    assert graph.tested("g") == {ids["helper"]}
+    refs = graph.file_references("g")
+    assert refs["pkg/a.py"] == 4  # two imports and two calls from other files
+    assert graph.symbol_references("g")["helper"] == 3
+    near = graph.neighbourhood("g", [ids["main"]], depth=2)
+    assert near[ids["helper"]] == 1 and near[ids["Service.run"]] == 2
+    rows = get_catalog().db.read("SELECT name, kind FROM symbols WHERE repo='g' ORDER BY name")
+    assert ("LIMIT", "constant") in [tuple(r) for r in rows]
+    assert ("run", "method") in [tuple(r) for r in rows]
+
+
+def test_go_receiver_types_pick_the_right_method(tmp_path: Path) -> None:
+    ids = _index(
+        tmp_path,
+        {
+            "svc.go": (
+                "package svc\n\ntype Service struct{}\ntype Other struct{}\n\n"
+                "func (s *Service) ProcessOrder() {\n\ts.logOrderProcessed()\n}\n\n"
+                "func (s *Service) logOrderProcessed() {}\n\n"
+                "func (o *Other) logOrderProcessed() {}\n"
+            ),
+        },
+        name="go",
+    )
+    graph = Graph(get_catalog().db)
+    targets = {e.callee for e in graph.callees("go", ids["(*Service).ProcessOrder"])}
+    assert targets == {ids["(*Service).logOrderProcessed"]}

@@ -1,0 +1,114 @@
+"""Incremental reindexing on a real git history: after any sequence of updates the index equals a
+full index of the same commit; renames keep their vectors; units carry their last commit."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import git
+
+from coderag.queue import run_now
+from coderag.store import get_catalog, get_vectors
+from tests.conftest import FIXTURES, commit_all
+
+INDEX = "coderag_parser.tasks.index_repo"
+
+
+def snapshot(repo: str) -> dict:
+    """Everything the index holds for a repository, without the repository's name."""
+    cat = get_catalog()
+    units = cat.units(repo)
+    key = {u.id: (u.file, u.start_line, u.symbol) for u in units}
+    rows = {
+        "units": sorted(
+            (
+                u.file,
+                u.start_line,
+                u.end_line,
+                u.symbol,
+                u.kind,
+                u.content_hash,
+                repr(sorted(u.facts.items())),
+                u.last_commit,
+            )
+            for u in units
+        ),
+        "files": sorted(cat.file_shas(repo).items()),
+        "symbols": sorted(
+            tuple(r)[1:-1] + (key.get(r["unit_id"]),)
+            for r in cat.db.read("SELECT * FROM symbols WHERE repo=?", (repo,))
+        ),
+        "calls": sorted(
+            (r["file"], key[r["caller_id"]], r["callee"], r["line"])
+            for r in cat.db.read("SELECT * FROM calls WHERE repo=?", (repo,))
+        ),
+        "imports": sorted(
+            tuple(r) for r in cat.db.read("SELECT file, module FROM imports WHERE repo=?", (repo,))
+        ),
+    }
+    assert get_vectors().ids(repo) == set(key), "one vector per unit, none orphaned"
+    return rows
+
+
+def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    for d in ("python", "go", "java", "typescript"):
+        src = next(p for p in (FIXTURES / d).iterdir() if p.name != "expected.json")
+        (root / d).mkdir(parents=True)
+        shutil.copy(src, root / d / src.name)
+    repo = git.Repo.init(root)
+    first = commit_all(repo, "first")
+    cat = get_catalog()
+    cat.create_repo("inc", str(root), None, None)
+    out = run_now(INDEX, {"repo": "inc"})
+    assert out["full_walk"] and cat.get_repo("inc").commit == first
+    cached = lambda: cat.db.read("SELECT COUNT(*) FROM embed_cache")[0][0]  # noqa: E731
+
+    # 1. edit one Go method
+    go = root / "go" / "sample.go"
+    go.write_text(go.read_text().replace('return "orders"', 'return "orders-v2"'))
+    edit = commit_all(repo, "rename the service")
+    before = cached()
+    out = run_now(INDEX, {"repo": "inc"})
+    assert not out["full_walk"] and out["files"] == ["go/sample.go"]
+    assert cached() == before + 1  # only the edited method was encoded
+    name_unit = next(u for u in cat.units("inc", ["go/sample.go"]) if u.symbol == "Service.Name")
+    assert name_unit.last_commit == edit and name_unit.last_author == "Ada"
+    other = next(u for u in cat.units("inc", ["go/sample.go"]) if u.symbol == "NewService")
+    assert other.last_commit == first
+
+    # 2. add a file, delete one, rename one (content unchanged): no unit is re-encoded
+    (root / "python" / "refunds.py").write_text("def refund(order):\n    return order.total\n")
+    repo.index.remove(["java/Sample.java"], working_tree=True)
+    repo.git.mv("typescript/sample.ts", "typescript/client.ts")
+    commit_all(repo, "refunds, drop java, rename client")
+    before = cached()
+    out = run_now(INDEX, {"repo": "inc"})
+    assert not out["full_walk"]
+    assert sorted(out["files"]) == ["python/refunds.py", "typescript/client.ts"]
+    assert out["removed"] == ["java/Sample.java", "typescript/sample.ts"]
+    assert cached() == before + 1  # only refund(): the renamed file's units hit the cache
+    assert {u.symbol for u in cat.units("inc", ["typescript/client.ts"])} >= {"UserClient.load"}
+
+    # 3. uncommitted edits are indexed, and reverting them is noticed
+    py = root / "python" / "sample.py"
+    original = py.read_text()
+    py.write_text(original.replace("empty order", "no items"))
+    run_now(INDEX, {"repo": "inc"})
+    assert "no items" in "".join(u.text for u in cat.units("inc", ["python/sample.py"]))
+    py.write_text(original)
+    run_now(INDEX, {"repo": "inc"})
+    assert "no items" not in "".join(u.text for u in cat.units("inc", ["python/sample.py"]))
+
+    # 4. a .gitignore change excludes a directory: a full walk drops its files
+    (root / ".gitignore").write_text("go/\n")
+    commit_all(repo, "ignore go")
+    out = run_now(INDEX, {"repo": "inc"})
+    assert out["full_walk"] and "go/sample.go" in out["removed"]
+
+    incremental = snapshot("inc")
+    cat.create_repo("full", str(root), None, None)
+    run_now(INDEX, {"repo": "full"})
+    assert snapshot("full") == incremental
+    assert cat.get_repo("full").units == cat.get_repo("inc").units
