@@ -14,8 +14,9 @@ import pytest
 from coderag import queue
 from coderag.app import create_app
 from coderag.store import get_catalog, get_vectors
-from tests.conftest import FIXTURES
 from fastapi.testclient import TestClient
+
+from tests.conftest import FIXTURES
 
 
 @pytest.fixture

@@ -24,11 +24,14 @@ def test_python_calls_imports_refs_and_tests(tmp_path: Path) -> None:
         {
             "pkg/a.py": (
                 "LIMIT = 3\n\n\ndef helper():\n    return LIMIT\n\n\n"
-                "class Service:\n    def run(self):\n        self.step()\n        return helper()\n\n"
+                "class Service:\n    def run(self):\n        self.step()\n"
+                "        return helper()\n\n"
                 "    def step(self):\n        return 1\n"
             ),
             "pkg/b.py": "from pkg.a import helper\n\n\ndef main():\n    return helper()\n",
-            "tests/test_a.py": "from pkg.a import helper\n\n\ndef test_helper():\n    assert helper()\n",
+            "tests/test_a.py": (
+                "from pkg.a import helper\n\n\ndef test_helper():\n    assert helper()\n"
+            ),
         },
     )
     graph = Graph(get_catalog().db)

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import git
-
 from coderag.queue import run_now
 from coderag.store import get_catalog, get_vectors
+
 from tests.conftest import FIXTURES, commit_all
 
 INDEX = "coderag_parser.tasks.index_repo"
@@ -36,7 +36,7 @@ def snapshot(repo: str) -> dict:
         ),
         "files": sorted(cat.file_shas(repo).items()),
         "symbols": sorted(
-            tuple(r)[1:-1] + (key.get(r["unit_id"]),)
+            (*tuple(r)[1:-1], key.get(r["unit_id"]))
             for r in cat.db.read("SELECT * FROM symbols WHERE repo=?", (repo,))
         ),
         "calls": sorted(
