@@ -59,6 +59,10 @@ class Settings(BaseSettings):
         "", description="Extra comma-separated gitignore-style patterns to exclude."
     )
 
+    deprecated_markers: str = Field(
+        r"(?i)\bdeprecated\b|@Deprecated|\bDEPRECATED\b",
+        description="Regex of the team's deprecation convention, matched in docs and comments.",
+    )
     embed_model: str = Field(
         "",
         description="Local Hugging Face encoder directory; empty means the packaged "

@@ -39,13 +39,14 @@ FULL_WALK_TRIGGERS = (".gitignore",)
 """A change to one of these files can change what is indexed anywhere: walk the whole tree."""
 
 
-def parse_file(args: tuple[str, str, str, str, int, bool]) -> dict[str, Any]:
-    """Parse one file: (repo, root, path, language, max_bytes, blame) -> its rows, or a skip."""
-    repo, root, path, language, max_bytes, with_blame = args
+def parse_file(args: tuple[str, str, str, str, int, bool, str]) -> dict[str, Any]:
+    """Parse one file: (repo, root, path, language, max_bytes, blame, deprecation markers) ->
+    its rows, or a skip."""
+    repo, root, path, language, max_bytes, with_blame, markers = args
     text, reason = read_source(Path(root) / path, max_bytes)
     if text is None:
         return {"path": path, "skip": reason}
-    parsed = parse_source(repo, path, language, text)
+    parsed = parse_source(repo, path, language, text, markers)
     if with_blame:
         _attach_blame(parsed.units, gitsync.blame(Path(root), path))
     starts = [(u.start_line, u.end_line, u.id) for u in parsed.units]
@@ -158,7 +159,7 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
         )
         blame = commit is not None
         jobs = [
-            (name, str(root), p, lang, settings.max_file_bytes, blame)
+            (name, str(root), p, lang, settings.max_file_bytes, blame, settings.deprecated_markers)
             for p, lang in sorted(to_read.items())
         ]
         results = _parse_all(jobs, settings.workers(), name)

@@ -183,11 +183,26 @@ def _code_units(
         walk(d, [])
     rest = [row for row in range(len(lines)) if not covered[row]]
     blocks = _blocks(repo, path, language, lines, rest, is_test)
+    if blocks and defs and blocks[0].start_line <= defs[0].start + 1:
+        blocks[0] = _file_unit(blocks[0], defs, data)
     units += blocks
     owner_of += [None] * len(blocks)
     order = sorted(range(len(units)), key=lambda i: units[i].start_line)
     owners = {new: owner_of[old] for new, old in enumerate(order) if owner_of[old] is not None}
     return [units[i] for i in order], owners  # type: ignore[misc]
+
+
+def _file_unit(head: Unit, defs: list[Definition], data: bytes) -> Unit:
+    """The file's opening block (module doc, imports) as its file unit: what the file is for,
+    summarised with its top-level definitions; the range stays the block's, so no overlap."""
+    listed = "\n".join(f"  {_signature(d, data)}" for d in defs[:40])
+    return head.model_copy(
+        update={
+            "kind": "file",
+            "symbol": head.file,
+            "text": f"{head.text}\n# defines:\n{listed}",
+        }
+    )
 
 
 def _definitions(matches: list, data: bytes) -> tuple[list[Definition], list[dict]]:

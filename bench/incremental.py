@@ -1,0 +1,191 @@
+"""Incremental versus full indexing on a real history, through a real server on loopback.
+
+Two released versions of a library (bench/history.json, pinned by sha256) are committed one after
+the other into a git repository. The script times: the full index of the first version, the
+incremental reindex to the second version, and a one-file commit from the signed GitHub webhook
+to the moment /search returns the new function first.
+
+    python bench/incremental.py [--port 8765]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import git
+import httpx
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from fetch import fetch  # noqa: E402
+
+SECRET = "bench-secret"
+"""Webhook secret shared by the bench and its server."""
+
+REMOTE = "https://git.example.invalid/bench/pygments.git"
+"""Origin URL the webhook payload names (never contacted)."""
+
+
+def free_port() -> int:
+    """A free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def replace_tree(work: Path, src: Path) -> None:
+    """Make the work tree's files those of ``src`` (keeping .git)."""
+    for child in work.iterdir():
+        if child.name != ".git":
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    shutil.copytree(src, work, dirs_exist_ok=True)
+
+
+def commit(repo: git.Repo, message: str) -> str:
+    """Commit everything; return the sha."""
+    repo.git.add(A=True)
+    repo.index.commit(message, author=git.Actor("Bench", "bench@example.invalid"))
+    return repo.head.commit.hexsha
+
+
+def wait(client: httpx.Client, name: str, after: str | None) -> dict:
+    """Poll until the repository is ready with an indexed_at other than ``after``."""
+    while True:
+        body = client.get(f"/repos/{name}").json()
+        if body["status"] == "error":
+            raise SystemExit(f"indexing failed: {body['error']}")
+        if body["status"] == "ready" and body["indexed_at"] != after and not body["progress"]:
+            return body
+        time.sleep(0.05)
+
+
+def main() -> int:
+    """Run the three timings and print a markdown table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args()
+    entries = json.loads((HERE / "history.json").read_text())
+    roots = [fetch(e) for e in entries]
+    tmp = Path(tempfile.mkdtemp(prefix="coderag-incremental-"))
+    work = tmp / "repo"
+    work.mkdir()
+    repo = git.Repo.init(work)
+    repo.create_remote("origin", REMOTE)
+    replace_tree(work, roots[0])
+    commit(repo, f"v{entries[0]['version']}")
+    lines = sum(
+        p.read_text("utf-8", "replace").count("\n")
+        for p in work.rglob("*.py")
+        if ".git" not in p.parts
+    )
+    port = args.port or free_port()
+    env = {**os.environ, "CODERAG_DATA_DIR": str(tmp / "data"), "CODERAG_WEBHOOK_SECRET": SECRET}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "coderag.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    rows = []
+    try:
+        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
+        for _ in range(600):
+            try:
+                client.get("/health")
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        t = time.perf_counter()
+        client.post("/repos", json={"name": "history", "path": str(work)})
+        first = wait(client, "history", None)
+        full = time.perf_counter() - t
+        rows.append(
+            (f"full index of v{entries[0]['version']}", first["files"], first["units"], full)
+        )
+
+        replace_tree(work, roots[1])
+        commit(repo, f"v{entries[1]['version']}")
+        t = time.perf_counter()
+        client.post("/repos/history/reindex")
+        second = wait(client, "history", first["indexed_at"])
+        rows.append(
+            (
+                f"incremental v{entries[0]['version']} -> v{entries[1]['version']}",
+                second["files"],
+                second["units"],
+                time.perf_counter() - t,
+            )
+        )
+
+        target = work / "pygments" / "util.py"
+        target.write_text(
+            target.read_text()
+            + (
+                "\n\ndef zebra_checksum_of_tokens(tokens):\n"
+                '    """Fold token lengths into a zebra checksum."""\n'
+                "    return sum(len(t) for t in tokens) % 65521\n"
+            )
+        )
+        sha = commit(repo, "add zebra checksum")
+        payload = json.dumps(
+            {
+                "ref": "refs/heads/" + repo.active_branch.name,
+                "after": sha,
+                "repository": {"clone_url": REMOTE, "html_url": REMOTE.removesuffix(".git")},
+            }
+        ).encode()
+        signature = "sha256=" + hmac.new(SECRET.encode(), payload, hashlib.sha256).hexdigest()
+        t = time.perf_counter()
+        r = client.post(
+            "/webhooks/github",
+            content=payload,
+            headers={
+                "X-GitHub-Event": "push",
+                "X-GitHub-Delivery": sha,
+                "X-Hub-Signature-256": signature,
+                "Content-Type": "application/json",
+            },
+        )
+        ack = time.perf_counter() - t
+        if r.status_code != 202:
+            raise SystemExit(f"webhook answered {r.status_code}: {r.text}")
+        while True:
+            hits = client.post(
+                "/search", json={"query": "zebra checksum of tokens", "repo": "history", "top_k": 1}
+            ).json()["results"]
+            if hits and hits[0]["symbol"] == "zebra_checksum_of_tokens":
+                break
+            time.sleep(0.02)
+        one = time.perf_counter() - t
+        third = client.get("/repos/history").json()
+        rows.append(("one-file commit: webhook -> searchable", third["files"], third["units"], one))
+    finally:
+        server.terminate()
+        server.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"History: {lines:,} lines of Python in v{entries[0]['version']}.\n")
+    print("| step | files | units | seconds |")
+    print("| --- | --- | --- | --- |")
+    for step, files, units, secs in rows:
+        print(f"| {step} | {files} | {units} | {secs:.2f} |")
+    print(
+        f"\nWebhook answered 202 in {ack * 1000:.0f} ms. Full index / one-file update: "
+        f"{full / one:.0f}x."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
