@@ -66,3 +66,28 @@ def test_go_receiver_types_pick_the_right_method(tmp_path: Path) -> None:
     graph = Graph(get_catalog().db)
     targets = {e.callee for e in graph.callees("go", ids["(*Service).ProcessOrder"])}
     assert targets == {ids["(*Service).logOrderProcessed"]}
+
+
+def test_symbols_and_calls_over_http(tmp_path: Path) -> None:
+    from coderag.app import create_app
+    from fastapi.testclient import TestClient
+
+    _index(
+        tmp_path,
+        {
+            "a.py": "def helper():\n    return 1\n\n\ndef main():\n    return helper()\n",
+            "tests/test_a.py": (
+                "from a import helper\n\n\ndef test_helper():\n    assert helper()\n"
+            ),
+        },
+    )
+    with TestClient(create_app(("coderag_parser",))) as client:
+        rows = client.get("/repos/g/symbols", params={"q": "hel"}).json()
+        assert [(r["qualified"], r["references"], r["tested"]) for r in rows] == [
+            ("helper", 2, True)
+        ]
+        graph = client.get("/repos/g/calls", params={"symbol": "helper"}).json()
+        assert {c["symbol"] for c in graph["callers"]} == {"main", "test_helper"}
+        assert client.get("/repos/g/calls", params={"symbol": "nope"}).status_code == 404
+        assert client.get("/repos/x/symbols").status_code == 404
+        assert client.get("/repos/g/symbols", params={"limit": 0}).status_code == 422

@@ -12,6 +12,7 @@ from coderag.schemas import RepoCreate, RepoOut
 from coderag.store import get_catalog, get_vectors
 from fastapi import APIRouter, FastAPI, Response
 
+from coderag_parser.symbols import router as symbols_router
 from coderag_parser.webhooks import router as webhooks_router
 
 INDEX_JOB = "coderag_parser.tasks.index_repo"
@@ -85,3 +86,4 @@ def delete_repo(name: str, catalog: CatalogDep, settings: SettingsDep, _user: Us
 
 
 router.include_router(webhooks_router)
+router.include_router(symbols_router)

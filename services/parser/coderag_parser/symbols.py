@@ -1,0 +1,89 @@
+"""The symbol table and call graph over HTTP: what is defined where, who calls it, is it tested."""
+
+from __future__ import annotations
+
+from coderag.deps import CatalogDep, UserDep
+from coderag.errors import NotFound
+from coderag.store.graph import Graph
+from fastapi import APIRouter, Query
+
+MAX_SYMBOLS = 500
+"""Most rows one /symbols call returns."""
+
+router = APIRouter(tags=["symbols"])
+
+
+@router.get("/repos/{name}/symbols")
+def symbols(
+    name: str,
+    catalog: CatalogDep,
+    _user: UserDep,
+    q: str = Query("", max_length=200, description="name prefix (case-insensitive)"),
+    kind: str | None = Query(None, description="function, method, class, type, constant, ..."),
+    limit: int = Query(50, ge=1, le=MAX_SYMBOLS),
+) -> list[dict]:
+    """Definitions whose name starts with ``q``, with call-site counts and test coverage."""
+    catalog.get_repo(name)
+    sql = "SELECT * FROM symbols WHERE repo=? AND name LIKE ? ESCAPE '\\'"
+    params: list = [name, q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"]
+    if kind:
+        sql += " AND kind=?"
+        params.append(kind)
+    rows = catalog.db.read(sql + " ORDER BY name, file LIMIT ?", (*params, limit))
+    graph = Graph(catalog.db)
+    refs = graph.symbol_references(name)
+    tested = graph.tested(name)
+    return [
+        {
+            "name": r["name"],
+            "qualified": r["qualified"],
+            "kind": r["kind"],
+            "file": r["file"],
+            "start_line": r["start_line"],
+            "end_line": r["end_line"],
+            "references": refs.get(r["name"], 0),
+            "tested": r["unit_id"] in tested,
+        }
+        for r in rows
+    ]
+
+
+@router.get("/repos/{name}/calls")
+def calls(
+    name: str,
+    catalog: CatalogDep,
+    _user: UserDep,
+    symbol: str = Query(..., min_length=1, max_length=300, description="qualified name"),
+) -> dict:
+    """Callers and callees of the unit defining ``symbol``."""
+    catalog.get_repo(name)
+    rows = catalog.db.read(
+        "SELECT unit_id FROM symbols WHERE repo=? AND qualified=? AND unit_id IS NOT NULL",
+        (name, symbol),
+    )
+    if not rows:
+        raise NotFound(
+            f"no symbol {symbol!r} in {name!r}; GET /repos/{name}/symbols?q=... lists them"
+        )
+    unit_id = rows[0]["unit_id"]
+    graph = Graph(catalog.db)
+    units = catalog.units_by_id(
+        [unit_id]
+        + [e.caller for e in graph.callers(name, unit_id)]
+        + [e.callee for e in graph.callees(name, unit_id)]
+    )
+
+    def show(uid: str) -> dict:
+        u = units[uid]
+        return {
+            "symbol": u.symbol,
+            "file": u.file,
+            "start_line": u.start_line,
+            "end_line": u.end_line,
+        }
+
+    return {
+        "unit": show(unit_id),
+        "callers": [show(e.caller) for e in graph.callers(name, unit_id)],
+        "callees": [show(e.callee) for e in graph.callees(name, unit_id)],
+    }
