@@ -86,3 +86,10 @@ def test_unparseable_and_unknown_files_fall_back_to_blocks() -> None:
 def test_test_paths() -> None:
     assert is_test_path("tests/test_x.py") and is_test_path("pkg/x_test.go")
     assert is_test_path("web/a.spec.ts") and not is_test_path("src/contest.py")
+
+
+def test_blocks_never_swallow_a_unit_between_them() -> None:
+    units = extract_units("r", "m.py", "python", "xx = 1\ndef f(): return 1\nyy = 2\n")
+    spans = [(u.kind, u.start_line, u.end_line) for u in units]
+    assert ("function", 2, 2) in spans
+    assert all(not (s <= 2 <= e) for k, s, e in spans if k != "function")

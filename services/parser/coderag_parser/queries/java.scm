@@ -13,15 +13,51 @@
 
 (record_declaration
   name: (identifier) @name
+  parameters: (formal_parameters)? @params
   body: (class_body) @body) @definition.class
 
 (method_declaration
+  type: (_) @returns
   name: (identifier) @name
+  parameters: (formal_parameters) @params
   body: (block) @body) @definition.method
 
 (constructor_declaration
   name: (identifier) @name
+  parameters: (formal_parameters) @params
   body: (constructor_body) @body) @definition.method
 
+; static final fields and interface fields are the constants
+((field_declaration
+  (modifiers) @_mods
+  declarator: (variable_declarator name: (identifier) @name)) @definition.constant
+  (#match? @_mods "\\bstatic\\b") (#match? @_mods "\\bfinal\\b"))
+(constant_declaration declarator: (variable_declarator name: (identifier) @name)) @definition.constant
+
 (method_invocation
+  object: (_)? @call.receiver
   name: (identifier) @name) @reference.call
+(object_creation_expression
+  type: [(type_identifier) @name (generic_type . (type_identifier) @name)]) @reference.call
+
+(import_declaration [(identifier) (scoped_identifier)] @name) @import
+
+(catch_clause) @fact.error
+(throw_statement) @fact.error
+
+(method_invocation
+  object: (identifier) @_sys
+  name: (identifier) @_fn
+  (#eq? @_sys "System") (#match? @_fn "^(getenv|getProperty)$")) @fact.config
+(annotation name: (identifier) @_ann (#match? @_ann "^(Value|ConfigurationProperties)$")) @fact.config
+(method_invocation object: (identifier) @_cfg
+  (#match? @_cfg "^(cfg|conf|config|settings|props|properties|env)$")) @fact.config
+(method_invocation object: (field_access field: (identifier) @_cfg)
+  (#match? @_cfg "^(cfg|conf|config|settings|props|properties|env)$")) @fact.config
+(field_access object: (identifier) @_cfg
+  (#match? @_cfg "^(cfg|conf|config|settings)$")) @fact.config
+(field_access object: (field_access field: (identifier) @_cfg)
+  (#match? @_cfg "^(cfg|conf|config|settings)$")) @fact.config
+
+(method_invocation object: (identifier) @_ctx (#match? @_ctx "^(ctx|context)$")) @fact.context
+(field_access object: (identifier) @_ctx (#match? @_ctx "^(ctx|context)$")) @fact.context

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import re
+
 from coderag_retriever.index import RepoIndex
 from coderag_retriever.query import Query
 
@@ -21,6 +23,12 @@ def _matches(word: str, vocabulary: dict[str, list[int]]) -> list[str]:
     ]
 
 
+def _mentions(text: str, symbol: str) -> bool:
+    """Whether the question names the symbol as a whole word (``order`` is not in
+    ``processorder``)."""
+    return re.search(rf"(?<![\w.]){re.escape(symbol)}(?![\w])", text) is not None
+
+
 def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
     """Units whose symbol parts the query mentions, by the share of parts matched."""
     vocab = index.by_symbol_token
@@ -32,7 +40,7 @@ def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
     scored = []
     for pos, matched in hits.items():
         parts = index.symbol_tokens[pos]
-        exact = 1.0 if index.units[pos].symbol.lower() in query.lowered else 0.0
+        exact = 1.0 if _mentions(query.lowered, index.units[pos].symbol.lower()) else 0.0
         scored.append((pos, len(matched) / (len(parts) ** 0.5) + len(matched) * 0.1 + exact))
     scored.sort(key=lambda p: -p[1])
     return scored[:n]
