@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from textwrap import dedent
 
-import pytest
 from coderag.schemas import Unit
 from coderag_parser.units import ParsedFile, parse_source
 
