@@ -74,10 +74,16 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(32, gt=0, description="Units per encoder batch.")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Torch device.")
 
+    fusion: Literal["rrf", "vote"] = Field(
+        "rrf",
+        description="`rrf`: reciprocal-rank fusion of the routes; `vote`: seed 004's weighted "
+        "vote of max-normalised route scores.",
+    )
     rrf_k: int = Field(60, gt=0, description="Reciprocal-rank fusion constant.")
     route_weights: str = Field(
-        "vector:1.0,keyword:1.0,symbol:1.0",
-        description="Per-route weights in the fusion, `route:weight` pairs.",
+        "vector:1.0,keyword:1.0,symbol:1.0,cluster:0.0,history:0.0",
+        description="Per-route weights in the fusion, `route:weight` pairs (0 turns a route "
+        "off); routes: vector, keyword, symbol, cluster, history.",
     )
     route_depth: int = Field(50, gt=0, description="Candidates each route contributes.")
     score_gate: float = Field(
@@ -86,6 +92,27 @@ class Settings(BaseSettings):
         le=1.0,
         description="Least cosine similarity of the best vector hit for /ask to answer; below "
         "it the answer is 'no relevant code found'. 0 disables.",
+    )
+    history_days: int = Field(30, gt=0, description="History route: window of recent commits.")
+    test_penalty: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Score factor for test code unless the question is about "
+        "tests or expected behaviour.",
+    )
+    expand_depth: int = Field(
+        2, ge=0, le=3, description="Call-graph hops added for flow questions (0 turns it off)."
+    )
+    mmr_lambda: float = Field(
+        1.0, ge=0.0, le=1.0, description="MMR trade-off of relevance and diversity (1 is off)."
+    )
+    cluster_min_size: int = Field(5, ge=2, description="HDBSCAN min_cluster_size.")
+    silhouette_floor: float = Field(
+        0.3, description="Re-cluster when the clusters' silhouette score falls below this."
+    )
+    rerank_model: str = Field(
+        "", description="Local cross-encoder directory to rerank the top 50; empty is off."
     )
     max_query_chars: int = Field(2000, gt=0, description="Longest accepted query.")
     max_top_k: int = Field(100, gt=0, description="Largest accepted top_k.")

@@ -115,3 +115,18 @@ def _iso(stamp: int) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def recent_commits(root: Path, days: int) -> dict[str, int]:
+    """Commits per file over the last ``days`` days (renames followed to the current path)."""
+    try:
+        out = git.Repo(root).git.log(
+            f"--since={days}.days", "--name-only", "--format=", "--no-renames", "--", "."
+        )
+    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        return {}
+    counts: dict[str, int] = {}
+    for line in out.splitlines():
+        if line.strip():
+            counts[line.strip()] = counts.get(line.strip(), 0) + 1
+    return counts

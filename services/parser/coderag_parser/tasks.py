@@ -181,6 +181,7 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
             imports=[i for r in changed for i in r["imports"]],
         )
         stale = (old_ids - {u.id for u in units}) | set(catalog.remove_files(name, sorted(drop)))
+        catalog.set_history(name, gitsync.recent_commits(root, settings.history_days))
         update: dict[str, Any] = {"dirty": json.dumps(sorted(dirty))}
         if skipped is not None:
             update["skipped"] = skipped.total

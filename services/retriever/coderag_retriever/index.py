@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import bm25s
+import numpy as np
 from coderag.schemas import Unit
 from coderag.store import Catalog
 
@@ -28,9 +29,18 @@ class RepoIndex:
     bm25: bm25s.BM25 | None
     symbol_tokens: list[frozenset[str]]
     by_symbol_token: dict[str, list[int]] = field(default_factory=dict)
+    history: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _vectors: np.ndarray | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.units)
+
+    def vectors(self) -> np.ndarray:
+        """Unit vectors in position order (from the embedding cache), loaded on first use."""
+        if self._vectors is None:
+            self._vectors = load_vectors(self.units)
+        return self._vectors
 
 
 def keyword_document(unit: Unit) -> list[str]:
@@ -47,6 +57,41 @@ def symbol_token_set(unit: Unit) -> frozenset[str]:
         for part in split_identifier(piece.strip()):
             words.add(stem(part))
     return frozenset(w for w in words if len(w) > 1)
+
+
+def load_vectors(units: list[Unit]) -> np.ndarray:
+    """The cached vectors of the units under the current encoder (zeros where missing)."""
+    from coderag.store import get_catalog
+    from coderag_embedder.cache import lookup
+    from coderag_embedder.encoder import get_encoder, text_key, unit_text
+
+    encoder = get_encoder()
+    keys = [text_key(unit_text(u)) for u in units]
+    found = lookup(get_catalog(), encoder.name, keys)
+    out = np.zeros((len(units), encoder.dim), dtype=np.float32)
+    for i, k in enumerate(keys):
+        if k in found:
+            out[i] = found[k]
+    return out
+
+
+def history_scores(catalog: Catalog, repo: str, units: list[Unit]) -> np.ndarray:
+    """Seed 004's history score per unit: log(1 + recent commits × (1 + references)) of its file."""
+    from coderag.store.graph import Graph
+
+    commits = catalog.history(repo)
+    if not commits:
+        return np.zeros(len(units))
+    refs = Graph(catalog.db).file_references(repo)
+    per_file = {f: float(np.log1p(n * (1 + refs.get(f, 0)))) for f, n in commits.items()}
+    return np.array([per_file.get(u.file, 0.0) for u in units])
+
+
+def cluster_labels(catalog: Catalog, repo: str, ids: list[str]) -> np.ndarray:
+    """HDBSCAN label per unit position (-1: noise or not clustered yet)."""
+    rows = catalog.db.read("SELECT unit_id, label FROM clusters WHERE repo=?", (repo,))
+    by_id = {r["unit_id"]: r["label"] for r in rows}
+    return np.array([by_id.get(i, -1) for i in ids], dtype=np.int64)
 
 
 def build(units: list[Unit], generation: int) -> RepoIndex:
@@ -98,6 +143,8 @@ class IndexCache:
             if cached is not None and cached.generation == generation:
                 return cached
             index = build(catalog.units(repo), generation)
+            index.history = history_scores(catalog, repo, index.units)
+            index.labels = cluster_labels(catalog, repo, index.ids)
             self._indexes[repo] = index
             return index
 

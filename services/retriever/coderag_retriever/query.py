@@ -9,7 +9,9 @@ import numpy as np
 
 from coderag_retriever.text import has_chinese, query_tokens, zh_terms
 
-TEST_WORDS = re.compile(r"\btest|\bspec\b|\bexpect|测试|用例", re.IGNORECASE)
+TEST_WORDS = re.compile(
+    r"\btest|\bspec\b|\bexpect|\bsupposed to\b|\bshould\b|测试|用例|预期|应该", re.IGNORECASE
+)
 """Words that show a question is about tests (R9: otherwise tests are down-weighted)."""
 
 
@@ -22,6 +24,7 @@ class Query:
     tokens: list[str] = field(init=False)
     lowered: str = field(init=False)
     about_tests: bool = field(init=False)
+    candidates: list[int] = field(default_factory=list, init=False)
     _vector: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:

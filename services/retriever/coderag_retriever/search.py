@@ -1,4 +1,4 @@
-"""Hybrid search: run the routes, fuse, down-weight tests unless asked about, return hits."""
+"""Hybrid search: routes, fusion, test penalty, call-graph expansion, rerank, MMR."""
 
 from __future__ import annotations
 
@@ -7,14 +7,17 @@ from dataclasses import dataclass
 from coderag.schemas import SearchHit, Unit
 from coderag.settings import Settings
 from coderag.store import get_catalog
+from coderag.store.graph import Graph
 
-from coderag_retriever.fuse import rrf
+from coderag_retriever.expand import expand, is_flow_question
+from coderag_retriever.fuse import mmr, rrf, vote
 from coderag_retriever.index import get_index_cache
 from coderag_retriever.query import Query
-from coderag_retriever.routes import ROUTES
+from coderag_retriever.rerank import rerank
+from coderag_retriever.routes import PRIOR_ROUTES, ROUTES
 
-TEST_PENALTY = 0.5
-"""Factor applied to test code's fused score when the question is not about tests."""
+POOL = 50
+"""Fused candidates kept for expansion, MMR and reranking before the final cut."""
 
 
 @dataclass
@@ -28,8 +31,13 @@ class Ranked:
 
 
 def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
-    """The ``top_k`` best units of a repository for a question."""
-    index = get_index_cache().get(get_catalog(), repo)
+    """The ``top_k`` best units of a repository for a question.
+
+    Routes → (history over their candidates) → fusion → test penalty → call-graph expansion for
+    flow questions → optional cross-encoder rerank → MMR → top_k.
+    """
+    catalog = get_catalog()
+    index = get_index_cache().get(catalog, repo)
     if not len(index):
         return []
     query = Query(repo, text)
@@ -39,16 +47,40 @@ def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
         for name, route in ROUTES.items()
         if weights.get(name, 0.0) > 0
     }
+    query.candidates = sorted({p for ranked in rankings.values() for p, _ in ranked})
+    for name, route in PRIOR_ROUTES.items():
+        if weights.get(name, 0.0) > 0:
+            rankings[name] = route(query, index, settings.route_depth)
     sims = dict(rankings.get("vector", []))
-    fused = rrf(rankings, weights, settings.rrf_k)
-    out = []
-    for pos, score, ranks in fused:
+    if settings.fusion == "vote":
+        fused = vote(rankings, weights)
+    else:
+        fused = rrf(rankings, weights, settings.rrf_k)
+    routes = {pos: ranks for pos, _, ranks in fused}
+    scores: dict[int, float] = {}
+    for pos, score, _ in fused[:POOL]:
         unit = index.units[pos]
         if unit.is_test and not query.about_tests:
-            score *= TEST_PENALTY
-        out.append(Ranked(unit, score, ranks, sims.get(pos)))
-    out.sort(key=lambda r: -r.score)
-    return out[:top_k]
+            score *= settings.test_penalty
+        scores[pos] = score
+    if settings.expand_depth and is_flow_question(text):
+        by_id = expand(
+            Graph(catalog.db),
+            repo,
+            {index.ids[p]: s for p, s in scores.items()},
+            settings.expand_depth,
+        )
+        scores = {index.position[u]: s for u, s in by_id.items() if u in index.position}
+    order = sorted(scores, key=lambda p: -scores[p])[:POOL]
+    if settings.rerank_model:
+        order = rerank(settings.rerank_model, text, [index.units[p] for p in order], order)
+        scores = {p: 1.0 / (i + 1) for i, p in enumerate(order)}
+    if settings.mmr_lambda < 1.0:
+        order = mmr(order, scores, index.vectors(), settings.mmr_lambda, top_k)
+    return [
+        Ranked(index.units[p], scores[p], routes.get(p, {"graph": 1}), sims.get(p))
+        for p in order[:top_k]
+    ]
 
 
 def to_hit(r: Ranked, with_text: bool = False) -> SearchHit:

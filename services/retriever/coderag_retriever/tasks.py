@@ -13,7 +13,8 @@ from coderag_retriever.index import get_index_cache
 
 
 def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
-    """Mark the repository ready with fresh counts; in-process, rebuild its index now."""
+    """Refresh clusters (when the cluster route is on), then mark the repository ready with fresh
+    counts; in-process, rebuild its index now."""
     name = payload["repo"]
     catalog = get_catalog()
     try:
@@ -21,6 +22,11 @@ def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
     except NotFound:
         return {"repo": name, "skipped": "deleted"}
     files, units = catalog.counts(name)
+    settings = get_settings()
+    if settings.weights().get("cluster", 0.0) > 0:
+        from coderag_retriever.clusters import refresh
+
+        refresh(catalog, name, settings)
 
     def publish(conn: Any) -> None:
         conn.execute(
@@ -30,6 +36,6 @@ def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
         )
 
     catalog.db.write(publish)
-    if not get_settings().redis_url:
+    if not settings.redis_url:
         get_index_cache().get(catalog, name)
     return {"repo": name, "files": files, "units": units}

@@ -95,9 +95,6 @@ STOP_WORDS = frozenset(
         "every",
         "some",
         "such",
-        "get",
-        "gets",
-        "got",
         "use",
         "used",
         "using",
@@ -178,18 +175,19 @@ def split_identifier(word: str) -> list[str]:
 
 
 def stem(word: str) -> str:
-    """A light English stemmer: enough to match redirects/redirect, parsing/parse."""
-    for suffix, repl in (
-        ("ies", "y"),
-        ("sses", "ss"),
-        ("ing", ""),
-        ("ed", ""),
-        ("es", ""),
-        ("s", ""),
-    ):
+    """A light English stemmer: enough to match redirects/redirect, parsing/parse, classes/class."""
+    if len(word) <= 3:
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("es") and re.search(r"(s|x|z|ch|sh)es$", word):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    for suffix in ("ing", "ed"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            base = word[: -len(suffix)] + repl
-            if suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
+            base = word[: -len(suffix)]
+            if len(base) > 3 and base[-1] == base[-2]:
                 base = base[:-1]
             return base
     return word

@@ -44,7 +44,7 @@ def unit_from_row(row: sqlite3.Row) -> Unit:
     )
 
 
-FILE_TABLES = ("units", "files", "symbols", "calls", "imports")
+FILE_TABLES = ("units", "files", "symbols", "calls", "imports", "file_history")
 """Tables whose rows belong to one file of one repository."""
 
 _FILE_COLUMN = {"files": "path"}
@@ -101,7 +101,8 @@ class Catalog:
         """Remove a repository with its files and units (vectors are the caller's)."""
 
         def delete(conn: sqlite3.Connection) -> None:
-            for table, col in (*((t, "repo") for t in FILE_TABLES), ("repos", "name")):
+            tables = (*FILE_TABLES, "clusters")
+            for table, col in (*((t, "repo") for t in tables), ("repos", "name")):
                 conn.execute(f"DELETE FROM {table} WHERE {col}=?", (name,))
 
         self.db.write(delete)
@@ -168,6 +169,23 @@ class Catalog:
             return ids
 
         return self.db.write(remove)
+
+    def set_history(self, repo: str, commits: dict[str, int]) -> None:
+        """Replace the repository's recent-commit counts per file."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM file_history WHERE repo=?", (repo,))
+            conn.executemany(
+                "INSERT INTO file_history (repo, file, commits) VALUES (?,?,?)",
+                [(repo, f, n) for f, n in commits.items()],
+            )
+
+        self.db.write(write)
+
+    def history(self, repo: str) -> dict[str, int]:
+        """Recent commits per file."""
+        rows = self.db.read("SELECT file, commits FROM file_history WHERE repo=?", (repo,))
+        return {r["file"]: r["commits"] for r in rows}
 
     def file_shas(self, repo: str) -> dict[str, str]:
         """Indexed files of a repository and their content hashes."""

@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS repos (
     progress TEXT,
     generation INTEGER NOT NULL DEFAULT 0,
     dirty TEXT NOT NULL DEFAULT '[]',
+    silhouette REAL,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
 );
 CREATE TABLE IF NOT EXISTS files (
@@ -70,6 +71,14 @@ CREATE TABLE IF NOT EXISTS calls (
 CREATE INDEX IF NOT EXISTS calls_callee ON calls (repo, callee);
 CREATE INDEX IF NOT EXISTS calls_caller ON calls (caller_id);
 CREATE INDEX IF NOT EXISTS calls_file ON calls (repo, file);
+CREATE TABLE IF NOT EXISTS file_history (
+    repo TEXT NOT NULL, file TEXT NOT NULL, commits INTEGER NOT NULL,
+    PRIMARY KEY (repo, file)
+);
+CREATE TABLE IF NOT EXISTS clusters (
+    repo TEXT NOT NULL, unit_id TEXT NOT NULL, label INTEGER NOT NULL,
+    PRIMARY KEY (repo, unit_id)
+);
 CREATE TABLE IF NOT EXISTS imports (
     repo TEXT NOT NULL, file TEXT NOT NULL, module TEXT NOT NULL
 );

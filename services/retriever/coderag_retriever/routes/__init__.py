@@ -1,11 +1,17 @@
 """Retrieval routes. Each ranks a repository's units for a query: ``rank(query, index, n)`` returns
-unit positions in the index, best first, with the route's own score."""
+unit positions in the index, best first, with the route's own score. ``history`` only reorders the
+candidates the other routes found, so it runs last."""
 
+from coderag_retriever.routes.cluster import rank as cluster
+from coderag_retriever.routes.history import rank as history
 from coderag_retriever.routes.keyword import rank as keyword
 from coderag_retriever.routes.symbol import rank as symbol
 from coderag_retriever.routes.vector import rank as vector
 
-ROUTES = {"vector": vector, "keyword": keyword, "symbol": symbol}
-"""Route name -> ranking function."""
+ROUTES = {"vector": vector, "keyword": keyword, "symbol": symbol, "cluster": cluster}
+"""Routes that search the whole repository."""
 
-__all__ = ["ROUTES"]
+PRIOR_ROUTES = {"history": history}
+"""Routes that reorder the candidates of the others."""
+
+__all__ = ["PRIOR_ROUTES", "ROUTES"]

@@ -1,0 +1,16 @@
+"""History route (seed 004 stage 3): among what the other routes found, files changed often in the
+last days and referenced widely rank first. It has no opinion of its own about the question."""
+
+from __future__ import annotations
+
+from coderag_retriever.index import RepoIndex
+from coderag_retriever.query import Query
+
+
+def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
+    """Candidate units by their file's history score."""
+    if not len(index.history) or not query.candidates:
+        return []
+    scored = [(p, float(index.history[p])) for p in query.candidates if index.history[p] > 0]
+    scored.sort(key=lambda t: -t[1])
+    return scored[:n]

@@ -1,0 +1,139 @@
+"""Retriever routes and stages beyond the basic three: cluster, history, vote fusion, call-graph
+expansion, MMR and a cross-encoder rerank — on real repositories, vectors and git history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import git
+import numpy as np
+import pytest
+
+from coderag.queue import run_now
+from coderag.settings import Settings, get_settings
+from coderag.store import get_catalog
+from coderag_retriever.expand import is_flow_question
+from coderag_retriever.fuse import mmr, vote
+from coderag_retriever.search import rank
+from tests.conftest import commit_all
+from tests.tinymodels import build_tiny_roberta
+
+CHAIN = {
+    "api.py": (
+        "from client import send\n\n\n"
+        'def get(url):\n    """Fetch a URL."""\n    return request(\'GET\', url)\n\n\n'
+        "def request(method, url):\n    return send(method, url)\n"
+    ),
+    "client.py": (
+        "from wire import write_bytes\n\n\n"
+        "def send(method, url):\n    payload = method + ' ' + url\n    return write_bytes(payload)\n"
+    ),
+    "wire.py": "def write_bytes(payload):\n    return len(payload.encode())\n",
+    "colors.py": "def paint(color):\n    return color.upper()\n\n\ndef blend(a, b):\n    return a + b\n",
+}
+
+
+def _index(
+    root: Path,
+    files: dict[str, str],
+    name: str,
+    settings_env: dict | None = None,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    if monkeypatch and settings_env:
+        for k, v in settings_env.items():
+            monkeypatch.setenv(k, v)
+        get_settings.cache_clear()
+    get_catalog().create_repo(name, str(root), None, None)
+    run_now("coderag_parser.tasks.index_repo", {"repo": name})
+
+
+def test_vote_and_mmr_logic() -> None:
+    fused = vote(
+        {"symbol": [(1, 4.0), (2, 2.0)], "vector": [(2, 0.9), (3, 0.45)]},
+        {"symbol": 0.4, "vector": 0.35},
+    )
+    assert fused[0][0] == 2 and fused[0][1] == pytest.approx((0.2 + 0.35) / 0.75)
+    assert fused[1][0] == 1 and fused[1][1] == pytest.approx(0.4 / 0.75)
+    vecs = np.array([[1, 0], [1, 0], [0, 1]], dtype=np.float32)
+    assert mmr([0, 1, 2], {0: 1.0, 1: 0.99, 2: 0.8}, vecs, 0.5, 2) == [0, 2]
+    assert mmr([0, 1, 2], {0: 1.0, 1: 0.99, 2: 0.8}, vecs, 1.0, 2) == [0, 1]
+
+
+def test_flow_questions_are_recognised() -> None:
+    assert is_flow_question("how does a get call end up sending bytes?")
+    assert is_flow_question("从 get 到写出字节的调用链是怎样的？")
+    assert not is_flow_question("where is the color blended?")
+
+
+def test_flow_questions_pull_in_the_whole_chain(tmp_path: Path) -> None:
+    _index(tmp_path, CHAIN, "chain")
+    s = get_settings()
+    question = "how does get end up in write_bytes?"
+    chain = {"get", "request", "send", "write_bytes"}
+    top = [r.unit.symbol for r in rank("chain", question, 5, s)]
+    assert chain <= set(top)
+    plain = rank("chain", question, 5, s.model_copy(update={"expand_depth": 0}))
+    assert not chain <= {r.unit.symbol for r in plain}
+    graph_only = [r for r in rank("chain", question, 5, s) if r.routes == {"graph": 1}]
+    assert all(r.unit.symbol in chain for r in graph_only)
+
+
+def test_history_route_prefers_recently_changed_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "h"
+    files = {
+        "a.py": "def parse_config(text):\n    return text\n",
+        "b.py": "def parse_config_file(path):\n    return path\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    repo = git.Repo.init(root)
+    commit_all(repo, "one")
+    for i in range(3):
+        (root / "b.py").write_text(files["b.py"] + f"# rev {i}\n")
+        commit_all(repo, f"edit {i}")
+    get_catalog().create_repo("h", str(root), None, None)
+    run_now("coderag_parser.tasks.index_repo", {"repo": "h"})
+    assert get_catalog().history("h") == {"a.py": 1, "b.py": 4}
+    only_history = Settings(route_weights="keyword:1,history:5", fusion="vote")
+    ranked = rank("h", "parse config", 2, only_history)
+    assert ranked[0].unit.file == "b.py" and "history" in ranked[0].routes
+
+
+def test_cluster_route_on_real_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    many = {f"m{i}.py": CHAIN[k] for i, k in enumerate(list(CHAIN) * 4)}
+    _index(
+        tmp_path,
+        many,
+        "cl",
+        {"CODERAG_ROUTE_WEIGHTS": "vector:1,cluster:1", "CODERAG_CLUSTER_MIN_SIZE": "3"},
+        monkeypatch,
+    )
+    row = get_catalog().db.read("SELECT silhouette FROM repos WHERE name='cl'")[0]
+    labels = get_catalog().db.read("SELECT label FROM clusters WHERE repo='cl'")
+    assert len(labels) == get_catalog().get_repo("cl").units
+    assert row["silhouette"] is not None and max(r["label"] for r in labels) >= 1
+    ranked = rank("cl", "blend two colors", 3, get_settings())
+    assert ranked[0].unit.symbol in ("blend", "paint") and "cluster" in ranked[0].routes
+
+
+def test_cross_encoder_rerank_from_a_local_directory(tmp_path: Path) -> None:
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    model = build_tiny_roberta(tmp_path / "ce")
+    config = RobertaConfig.from_pretrained(model, num_labels=1)
+    RobertaForSequenceClassification(config).save_pretrained(model)
+    _index(tmp_path / "repo", CHAIN, "rr")
+    s = get_settings().model_copy(update={"rerank_model": str(model)})
+    ranked = rank("rr", "send a request", 5, s)
+    plain = rank("rr", "send a request", 5, get_settings())
+    assert {r.unit.id for r in ranked} <= {
+        r.unit.id for r in rank("rr", "send a request", 50, get_settings())
+    }
+    assert len(ranked) == len(plain) == 5
