@@ -15,10 +15,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from fetch import corpus_root, load_corpora  # noqa: E402
+
 from coderag_parser.files import indexable, read_source, walk  # noqa: E402
 from coderag_parser.languages import has_grammar, parser  # noqa: E402
 from coderag_parser.units import parse_source  # noqa: E402
-from fetch import corpus_root, load_corpora  # noqa: E402
 
 
 def sources(root: Path) -> list[tuple[str, str, str]]:

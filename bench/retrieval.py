@@ -26,19 +26,23 @@ os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
 
 import bm25s  # noqa: E402
 import numpy as np  # noqa: E402
+from fetch import corpus_root, load_corpora  # noqa: E402
+
 from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
 from coderag_embedder.encoder import get_encoder  # noqa: E402
 from coderag_parser.files import indexable, read_source, walk  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
-from fetch import corpus_root, load_corpora  # noqa: E402
 
 CHUNK_CHARS, CHUNK_OVERLAP = 1000, 200
 """The plain-RAG baseline's chunking (seed 003)."""
 
 K = 10
 """Depth of every ranking."""
+
+MISSES: list[dict] | None = None
+"""With --misses, the fused search's questions whose gold is not in the top 5."""
 
 
 def load_questions(name: str) -> list[dict]:
@@ -170,6 +174,12 @@ def evaluate(corpora: list[dict]) -> str:
                 runs[label] = [(r.unit.file, r.unit.start_line, r.unit.end_line) for r in ranked]
             runs["baseline: BM25 over units"] = base.bm25_rank(q["query"])
             runs["baseline: vector RAG, 1000-char chunks"] = base.vector_rank(q["query"])
+            if MISSES is not None:
+                r = first_rank(runs["coderag (fused)"], q["gold"])
+                if r is None or r > 5:
+                    MISSES.append({"id": q["id"], "type": q["type"], "query": q["query"],
+                                   "gold": q["gold"], "rank": r,
+                                   "top": runs["coderag (fused)"][:5]})
             for label, results in runs.items():
                 r = first_rank(results, q["gold"])
                 for group in ("all", q["lang"], q["type"], name):
@@ -243,7 +253,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", action="append", help="only these corpora")
     ap.add_argument("--out", default=str(HERE / "results" / "retrieval.md"))
+    ap.add_argument("--misses", help="write the fused search's misses to this JSON file")
     args = ap.parse_args()
+    global MISSES
+    MISSES = [] if args.misses else None
     corpora = [c for c in load_corpora() if not args.corpus or c["name"] in args.corpus]
     # Cold start every run: a warm embedding cache would make index times meaningless.
     shutil.rmtree(DATA, ignore_errors=True)
@@ -251,6 +264,8 @@ def main() -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text, "utf-8")
     print(text)
+    if args.misses:
+        Path(args.misses).write_text(json.dumps(MISSES, indent=1, ensure_ascii=False), "utf-8")
     return 0
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import git
 import pytest
+
 from coderag import queue
 from coderag.settings import get_settings
 from coderag.store import reset_stores

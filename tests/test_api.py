@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
+
 from coderag import queue
 from coderag.app import create_app
 from coderag.store import get_catalog, get_vectors
-from fastapi.testclient import TestClient
-
 from tests.conftest import FIXTURES
 
 

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import git
+
 from coderag.queue import run_now
 from coderag.store import get_catalog, get_vectors
-
 from tests.conftest import FIXTURES, commit_all
 
 INDEX = "coderag_parser.tasks.index_repo"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from coderag.settings import Settings
 from coderag_generator.citations import INVALID_MARK, check
 from coderag_generator.context import Snippet, assemble

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from coderag.errors import ConfigError
 from coderag.queue import run_now
 from coderag.settings import Settings, get_settings
@@ -15,7 +16,6 @@ from coderag_embedder.encoder import Encoder, default_model_dir, get_encoder
 from coderag_generator.answer import answer_events
 from coderag_generator.backends.llamacpp import LlamaCppBackend
 from coderag_retriever.search import rank, to_hit
-
 from tests.tinymodels import build_tiny_roberta
 
 

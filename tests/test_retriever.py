@@ -26,10 +26,13 @@ CHAIN = {
     ),
     "client.py": (
         "from wire import write_bytes\n\n\n"
-        "def send(method, url):\n    payload = method + ' ' + url\n    return write_bytes(payload)\n"
+        "def send(method, url):\n    payload = method + ' ' + url\n"
+        "    return write_bytes(payload)\n"
     ),
     "wire.py": "def write_bytes(payload):\n    return len(payload.encode())\n",
-    "colors.py": "def paint(color):\n    return color.upper()\n\n\ndef blend(a, b):\n    return a + b\n",
+    "colors.py": (
+        "def paint(color):\n    return color.upper()\n\n\ndef blend(a, b):\n    return a + b\n"
+    ),
 }
 
 

@@ -6,15 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
+from redis import Redis
+from rq import Queue, SimpleWorker
+
 from coderag.app import create_app
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import VectorStore, make_client
 from coderag_retriever.search import rank
-from fastapi.testclient import TestClient
-from redis import Redis
-from rq import Queue, SimpleWorker
 
 QUEUES = ("parser", "embedder", "retriever")
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from coderag_parser.languages import EXTENSIONS, GRAMMARS, language_of, load_query
 from coderag_parser.units import PART_LINES, SPLIT_LINES, extract_units, is_test_path
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import git
 import pytest
+from fastapi.testclient import TestClient
+
 from coderag import queue
 from coderag.app import create_app
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag_parser.webhooks import normalise_url
-from fastapi.testclient import TestClient
-
 from tests.conftest import commit_all
 
 SECRET = "It's a Secret to Everybody"

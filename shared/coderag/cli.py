@@ -65,10 +65,9 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """Print the best units for a query."""
-    from coderag_retriever.search import rank
-
     from coderag.deps import require_query, require_searchable
     from coderag.store import get_catalog
+    from coderag_retriever.search import rank
 
     settings = get_settings()
     query = require_query(args.query, settings)
@@ -81,12 +80,11 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """Answer a question, streaming the tokens."""
+    from coderag.deps import require_query, require_searchable
+    from coderag.store import get_catalog
     from coderag_generator.answer import answer_events
     from coderag_generator.backends import get_backend
     from coderag_retriever.search import rank, to_hit
-
-    from coderag.deps import require_query, require_searchable
-    from coderag.store import get_catalog
 
     settings = get_settings()
     catalog = get_catalog()

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
-from coderag.deps import UserDep
-from coderag.settings import get_settings
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
+from coderag.deps import UserDep
+from coderag.settings import get_settings
 from coderag_embedder.encoder import get_encoder
 
 MAX_TEXTS = 256

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import numpy as np
+
 from coderag.store import Catalog
 
 

@@ -15,6 +15,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
+
 from coderag.errors import ConfigError
 from coderag.schemas import Unit
 from coderag.settings import Settings, get_settings

@@ -6,11 +6,11 @@ import logging
 from typing import Any
 
 import numpy as np
+
 from coderag import progress
 from coderag.errors import NotFound
 from coderag.queue import enqueue
 from coderag.store import get_catalog, get_vectors
-
 from coderag_embedder import cache
 from coderag_embedder.encoder import get_encoder, text_key, unit_text
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from fastapi import APIRouter, FastAPI, Response
+
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.errors import Conflict, InvalidInput
 from coderag.queue import enqueue
 from coderag.schemas import RepoCreate, RepoOut
 from coderag.store import get_catalog, get_vectors
-from fastapi import APIRouter, FastAPI, Response
-
 from coderag_parser.symbols import router as symbols_router
 from coderag_parser.webhooks import router as webhooks_router
 

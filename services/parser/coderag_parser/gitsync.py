@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import git
+
 from coderag.errors import InvalidInput
 from coderag.schemas import RepoOut
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from fastapi import APIRouter, Query
+
 from coderag.deps import CatalogDep, UserDep
 from coderag.errors import NotFound
 from coderag.store.graph import Graph
-from fastapi import APIRouter, Query
 
 MAX_SYMBOLS = 500
 """Most rows one /symbols call returns."""

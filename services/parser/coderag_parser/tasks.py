@@ -22,7 +22,6 @@ from coderag.queue import enqueue
 from coderag.schemas import Unit
 from coderag.settings import get_settings
 from coderag.store import get_catalog
-
 from coderag_parser import gitsync
 from coderag_parser.files import Skipped, excluded, indexable, read_source, walk
 from coderag_parser.units import parse_source

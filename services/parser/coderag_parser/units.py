@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from coderag.schemas import Unit
 from tree_sitter import Node, QueryCursor
 
+from coderag.schemas import Unit
 from coderag_parser.facts import DEPRECATED_MARKERS, collect_facts
 from coderag_parser.languages import has_grammar, load_query, parser
 

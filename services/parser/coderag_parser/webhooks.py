@@ -17,15 +17,15 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import git
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+
 from coderag.deps import CatalogDep, SettingsDep
 from coderag.errors import InvalidInput, Unauthorized
 from coderag.queue import enqueue
 from coderag.schemas import RepoOut
 from coderag.settings import Settings
 from coderag.store import Catalog
-from fastapi import APIRouter, Request
-from fastapi.concurrency import run_in_threadpool
-
 from coderag_parser.gitsync import CLONES_DIR
 
 INDEX_JOB = "coderag_parser.tasks.index_repo"

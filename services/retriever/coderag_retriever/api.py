@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from contextlib import asynccontextmanager
 
+from fastapi import APIRouter, FastAPI
+from pydantic import BaseModel
+
 from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
 from coderag.errors import InvalidInput
 from coderag.schemas import SearchHit, SearchRequest, SearchResponse
-from fastapi import APIRouter, FastAPI
-from pydantic import BaseModel
-
 from coderag_retriever.search import rank, to_hit
 
 router = APIRouter(tags=["search"])

@@ -10,9 +10,9 @@ import logging
 import sqlite3
 
 import numpy as np
+
 from coderag.settings import Settings
 from coderag.store import Catalog
-
 from coderag_retriever.index import cluster_labels, load_vectors
 
 log = logging.getLogger(__name__)

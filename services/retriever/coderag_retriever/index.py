@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import bm25s
 import numpy as np
+
 from coderag.schemas import Unit
 from coderag.store import Catalog
-
 from coderag_retriever.text import code_tokens, split_identifier, stem
 
 

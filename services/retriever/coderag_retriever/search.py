@@ -8,7 +8,6 @@ from coderag.schemas import SearchHit, Unit
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag.store.graph import Graph
-
 from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, rrf, vote
 from coderag_retriever.index import get_index_cache

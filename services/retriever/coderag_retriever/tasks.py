@@ -8,7 +8,6 @@ from coderag.errors import NotFound
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag.store.catalog import now_iso
-
 from coderag_retriever.index import get_index_cache
 
 

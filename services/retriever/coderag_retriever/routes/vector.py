@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from coderag.store import get_vectors
-
 from coderag_retriever.index import RepoIndex
 from coderag_retriever.query import Query
 
