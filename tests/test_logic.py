@@ -66,3 +66,12 @@ def test_settings_parse_tokens_and_weights() -> None:
     assert s.weights() == {"vector": 2.0, "keyword": 0.5}
     with pytest.raises(ValueError):
         Settings(api_tokens="nocolon").tokens()
+
+
+def test_context_reads_callers_before_callees_with_relation_notes() -> None:
+    mk = lambda sym, calls: Snippet("f.py", 1, 2, sym, "function", f"def {sym}()", "x", calls)  # noqa: E731
+    snips = [mk("write", []), mk("send", ["write"]), mk("get", ["send"]), mk("other", [])]
+    text, kept = assemble(snips, lambda t: len(t.split()), 10_000)
+    assert [s.symbol for s in kept] == ["get", "send", "write", "other"]
+    assert "[relation] get calls send" in text and "[relation] send calls write" in text
+    assert text.index("(function get:") < text.index("(function write:")

@@ -12,6 +12,7 @@ from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
 from coderag.errors import InvalidInput
 from coderag.schemas import SearchHit, SearchRequest, SearchResponse
+from coderag.store.graph import Graph
 from coderag_retriever.search import rank, to_hit
 
 router = APIRouter(tags=["search"])
@@ -27,6 +28,7 @@ class RetrievedHit(SearchHit):
     """A hit with the cosine similarity of its vector route, for the generator's gate."""
 
     similarity: float | None = None
+    calls: list[str] = []
 
 
 class RetrieveResponse(BaseModel):
@@ -74,8 +76,19 @@ def retrieve(
     """Like /search, with each unit's code and vector similarity; not audited (the caller is)."""
     start = time.perf_counter()
     query = _check(body, settings, catalog)
+    ranked = rank(body.repo, query, body.top_k, settings)
+    graph = Graph(catalog.db)
+    symbols = {r.unit.id: r.unit.symbol for r in ranked}
     results = [
-        RetrievedHit(**to_hit(r, with_text=True).model_dump(), similarity=r.similarity)
-        for r in rank(body.repo, query, body.top_k, settings)
+        RetrievedHit(
+            **to_hit(r, with_text=True).model_dump(),
+            similarity=r.similarity,
+            calls=[
+                symbols[e.callee]
+                for e in graph.callees(body.repo, r.unit.id)
+                if e.callee in symbols
+            ],
+        )
+        for r in ranked
     ]
     return RetrieveResponse(results=results, took_ms=round((time.perf_counter() - start) * 1000, 2))
