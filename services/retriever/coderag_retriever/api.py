@@ -6,7 +6,7 @@ import time
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
@@ -28,7 +28,7 @@ class RetrievedHit(SearchHit):
     """A hit with the cosine similarity of its vector route, for the generator's gate."""
 
     similarity: float | None = None
-    calls: list[str] = []
+    calls: list[str] = Field(default_factory=list)
 
 
 class RetrieveResponse(BaseModel):
