@@ -177,9 +177,16 @@ def evaluate(corpora: list[dict]) -> str:
             if MISSES is not None:
                 r = first_rank(runs["coderag (fused)"], q["gold"])
                 if r is None or r > 5:
-                    MISSES.append({"id": q["id"], "type": q["type"], "query": q["query"],
-                                   "gold": q["gold"], "rank": r,
-                                   "top": runs["coderag (fused)"][:5]})
+                    MISSES.append(
+                        {
+                            "id": q["id"],
+                            "type": q["type"],
+                            "query": q["query"],
+                            "gold": q["gold"],
+                            "rank": r,
+                            "top": runs["coderag (fused)"][:5],
+                        }
+                    )
             for label, results in runs.items():
                 r = first_rank(results, q["gold"])
                 for group in ("all", q["lang"], q["type"], name):

@@ -9,16 +9,16 @@ end in the refusal sentence of the question's language.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from coderag.settings import Settings
-
 from coderag_generator import prompts
 from coderag_generator.backends import Backend
 from coderag_generator.citations import check
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
+from coderag_generator.sessions import HISTORY_SHARE, fit_history
 
 _HAN = re.compile(r"[\u3400-\u9fff]")
 
@@ -61,8 +61,10 @@ def answer_events(
     backend: Backend,
     settings: Settings,
     file_lines: Callable[[str], int | None],
+    history: Sequence[dict[str, str]] = (),
 ) -> Iterator[Event]:
-    """Generate the events of one answer from the retriever's hits."""
+    """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
+    turns of the session as chat messages, the most recent of which go into the prompt."""
     lang = language(query)
     best_sim = max((h.get("similarity") or 0.0 for h in hits), default=0.0)
     if not hits or (settings.score_gate > 0 and best_sim < settings.score_gate):
@@ -83,8 +85,10 @@ def answer_events(
     budget = int(backend.window * BUDGET_SHARE)
     context_text, kept = assemble(snippets, backend.count_tokens, budget)
     context = [(s.file, s.start_line, s.end_line) for s in kept]
+    earlier = fit_history(list(history), backend.count_tokens, int(backend.window * HISTORY_SHARE))
     messages = [
         {"role": "system", "content": prompts.load("system", lang)},
+        *earlier,
         {
             "role": "user",
             "content": prompts.load("user", lang).format(query=query, context=context_text),

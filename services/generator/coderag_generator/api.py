@@ -10,15 +10,16 @@ from contextlib import asynccontextmanager
 from typing import Annotated
 
 import httpx
+from fastapi import APIRouter, Depends, FastAPI, Header, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+
 from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query
 from coderag.errors import CoderagError
 from coderag.schemas import AskRequest, AskResponse
 from coderag.settings import get_settings
-from fastapi import APIRouter, Depends, FastAPI, Header, Request
-from fastapi.responses import StreamingResponse
-from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
-
+from coderag_generator import sessions
 from coderag_generator.answer import Event, answer_events
 from coderag_generator.backends import get_backend
 from coderag_generator.client import RetrieverClient
@@ -62,11 +63,19 @@ async def ask(
     retriever: RetrieverDep,
     accept: Annotated[str | None, Header()] = None,
 ):
-    """Answer a question with checked citations, or refuse."""
+    """Answer a question with checked citations, or refuse; with a ``session_id``, as a follow-up
+    of that session's earlier questions (an unknown id starts a session)."""
     start = time.perf_counter()
     query = require_query(body.query, settings)
+    session = sessions.check_session_id(body.session_id) if body.session_id is not None else None
+    turns = (
+        await run_in_threadpool(sessions.recent, catalog.db, session, body.repo) if session else []
+    )
+    retrieval_query = sessions.rewrite(query, turns)
+    if len(retrieval_query) > settings.max_query_chars:  # the added terms must not make it invalid
+        retrieval_query = query
     try:
-        hits = await retriever.retrieve(body.repo, query, RETRIEVE_K)
+        hits = await retriever.retrieve(body.repo, retrieval_query, RETRIEVE_K)
     finally:
         await retriever.aclose()
     backend = await run_in_threadpool(get_backend, settings)
@@ -87,18 +96,30 @@ async def ask(
             response_ms=took,
             status=status,
         )
-        return {**done, "took_ms": round(took, 2), "session_id": body.session_id}
+        if session and "answer" in done:
+            sessions.append(
+                catalog.db,
+                session,
+                body.repo,
+                question=query,
+                query=retrieval_query,
+                answer=done["answer"],
+                symbols=sessions.cited_symbols(done["citations"], hits),
+            )
+        return {**done, "took_ms": round(took, 2), "session_id": session}
 
     retrieval = Event(
         "retrieval",
         {
+            "query": retrieval_query,
             "results": [
                 {k: h[k] for k in ("file", "start_line", "end_line", "symbol", "kind", "score")}
                 for h in hits
-            ]
+            ],
         },
     )
-    events = answer_events(query, hits, backend, settings, lines_of)
+    history = sessions.prompt_history(turns)
+    events = answer_events(query, hits, backend, settings, lines_of, history)
 
     if accept and "text/event-stream" in accept:
 

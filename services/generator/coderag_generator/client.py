@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import httpx
+
 from coderag.errors import (
     CoderagError,
     Conflict,

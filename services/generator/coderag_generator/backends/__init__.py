@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 from coderag.settings import Settings, get_settings
-
 from coderag_generator.backends.base import Backend, Prompt
 
 __all__ = ["Backend", "Prompt", "get_backend"]
@@ -13,19 +12,38 @@ __all__ = ["Backend", "Prompt", "get_backend"]
 _loaded: dict[tuple, Backend] = {}
 _lock = threading.Lock()
 
+_KEY_FIELDS = {
+    "extractive": (),
+    "llamacpp": ("llm_model_path", "llm_context", "llm_threads", "llm_gpu_layers"),
+    "hf": ("llm_hf_model", "llm_adapter_path", "llm_compile", "llm_context", "device"),
+    "openai": ("llm_base_url", "llm_model", "llm_api_key", "llm_context"),
+}
+"""The settings each backend is built from: a change to one of them loads a new backend."""
+
+
+def _load(s: Settings) -> Backend:
+    if s.llm_backend == "extractive":
+        from coderag_generator.backends.extractive import ExtractiveBackend
+
+        return ExtractiveBackend()
+    if s.llm_backend == "hf":
+        from coderag_generator.backends.hf import HFBackend
+
+        return HFBackend(s)
+    if s.llm_backend == "openai":
+        from coderag_generator.backends.openai import OpenAIBackend
+
+        return OpenAIBackend(s)
+    from coderag_generator.backends.llamacpp import LlamaCppBackend
+
+    return LlamaCppBackend(s)
+
 
 def get_backend(settings: Settings | None = None) -> Backend:
     """The backend for the settings, loaded once (a missing model fails here, at startup)."""
     s = settings or get_settings()
-    key = (s.llm_backend, s.llm_model_path, s.llm_context, s.llm_threads, s.llm_gpu_layers)
+    key = (s.llm_backend, *(getattr(s, f) for f in _KEY_FIELDS[s.llm_backend]))
     with _lock:
         if key not in _loaded:
-            if s.llm_backend == "extractive":
-                from coderag_generator.backends.extractive import ExtractiveBackend
-
-                _loaded[key] = ExtractiveBackend()
-            else:
-                from coderag_generator.backends.llamacpp import LlamaCppBackend
-
-                _loaded[key] = LlamaCppBackend(s)
+            _loaded[key] = _load(s)
         return _loaded[key]

