@@ -191,6 +191,20 @@ def cmd_export_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_finetune_embedder(args: argparse.Namespace) -> int:
+    """Contrastively fine-tune the encoder on the repository's own history (E5)."""
+    from coderag_embedder.finetune import main as finetune
+
+    return finetune(args.rest)
+
+
+def cmd_finetune_generator(args: argparse.Namespace) -> int:
+    """Train a LoRA adapter on trap samples built from an indexed repository (G6)."""
+    from coderag_generator.finetune import main as finetune
+
+    return finetune(args.rest)
+
+
 def cmd_settings(_: argparse.Namespace) -> int:
     """Print every setting as a markdown table."""
     print(markdown_table())
@@ -235,6 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--until")
     s.add_argument("-o", "--output")
     s.set_defaults(func=cmd_export_audit)
+    for name, func in (
+        ("finetune-embedder", cmd_finetune_embedder),
+        ("finetune-generator", cmd_finetune_generator),
+    ):
+        s = sub.add_parser(name, help=func.__doc__, add_help=False)
+        s.add_argument("rest", nargs=argparse.REMAINDER, help="options; see --help")
+        s.set_defaults(func=func)
     s = sub.add_parser("settings", help=cmd_settings.__doc__)
     s.set_defaults(func=cmd_settings)
     return p

@@ -81,9 +81,9 @@ class Settings(BaseSettings):
     )
     rrf_k: int = Field(60, gt=0, description="Reciprocal-rank fusion constant.")
     route_weights: str = Field(
-        "vector:1.0,keyword:1.0,symbol:1.0,cluster:0.0,history:0.0",
+        "vector:1.0,keyword:1.0,symbol:1.0,exact:2.0,cluster:0.0,history:0.0",
         description="Per-route weights in the fusion, `route:weight` pairs (0 turns a route "
-        "off); routes: vector, keyword, symbol, cluster, history.",
+        "off); routes: vector, keyword, symbol, exact, cluster, history.",
     )
     route_depth: int = Field(50, gt=0, description="Candidates each route contributes.")
     score_gate: float = Field(

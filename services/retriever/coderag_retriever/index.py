@@ -29,6 +29,7 @@ class RepoIndex:
     bm25: bm25s.BM25 | None
     symbol_tokens: list[frozenset[str]]
     by_symbol_token: dict[str, list[int]] = field(default_factory=dict)
+    by_name: dict[str, list[int]] = field(default_factory=dict)
     history: np.ndarray = field(default_factory=lambda: np.zeros(0))
     labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _vectors: np.ndarray | None = field(default=None, repr=False)
@@ -94,6 +95,28 @@ def cluster_labels(catalog: Catalog, repo: str, ids: list[str]) -> np.ndarray:
     return np.array([by_id.get(i, -1) for i in ids], dtype=np.int64)
 
 
+def name_index(catalog: Catalog, repo: str, index: RepoIndex) -> dict[str, list[int]]:
+    """Lower-cased names -> positions of the units defining them: each unit's qualified symbol,
+    its last component, and the symbol-table names (constants, variables) inside it."""
+    names: dict[str, set[int]] = defaultdict(set)
+    for pos, u in enumerate(index.units):
+        if u.kind in ("block", "file"):
+            continue
+        sym = u.symbol.split("[part")[0].replace("(", "").replace(")", "").replace("*", "")
+        names[sym.lower()].add(pos)
+        names[sym.rsplit(".", 1)[-1].lower()].add(pos)
+    for r in catalog.db.read(
+        "SELECT name, qualified, unit_id FROM symbols WHERE repo=? AND unit_id IS NOT NULL", (repo,)
+    ):
+        pos = index.position.get(r["unit_id"])
+        if pos is not None:
+            names[r["name"].lower()].add(pos)
+            names[r["qualified"].lower().replace("(", "").replace(")", "").replace("*", "")].add(
+                pos
+            )
+    return {k: sorted(v) for k, v in names.items()}
+
+
 def build(units: list[Unit], generation: int) -> RepoIndex:
     """Index a repository's units."""
     ids = [u.id for u in units]
@@ -144,6 +167,13 @@ class IndexCache:
                 return cached
             index = build(catalog.units(repo), generation)
             index.history = history_scores(catalog, repo, index.units)
+            index.by_name = name_index(catalog, repo, index)
+            for name, positions in index.by_name.items():
+                for part in split_identifier(name.rsplit(".", 1)[-1]):
+                    for pos in positions:  # constants inside blocks join the symbol route too
+                        if stem(part) not in index.symbol_tokens[pos] and len(part) > 1:
+                            index.symbol_tokens[pos] = index.symbol_tokens[pos] | {stem(part)}
+                            index.by_symbol_token.setdefault(stem(part), []).append(pos)
             index.labels = cluster_labels(catalog, repo, index.ids)
             self._indexes[repo] = index
             return index

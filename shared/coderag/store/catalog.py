@@ -49,6 +49,9 @@ FILE_TABLES = ("units", "files", "symbols", "calls", "imports", "file_history")
 
 _FILE_COLUMN = {"files": "path"}
 
+OPTIONAL_TABLES = ("session_turns",)
+"""Tables other modules create on first use that also hold a ``repo`` column."""
+
 
 def _delete_file_rows(conn: sqlite3.Connection, repo: str, path: str) -> None:
     for table in FILE_TABLES:
@@ -101,8 +104,11 @@ class Catalog:
         """Remove a repository with its files and units (vectors are the caller's)."""
 
         def delete(conn: sqlite3.Connection) -> None:
-            tables = (*FILE_TABLES, "clusters")
+            tables = (*FILE_TABLES, "clusters", *OPTIONAL_TABLES)
+            existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             for table, col in (*((t, "repo") for t in tables), ("repos", "name")):
+                if table not in existing:
+                    continue
                 conn.execute(f"DELETE FROM {table} WHERE {col}=?", (name,))
 
         self.db.write(delete)

@@ -3,12 +3,19 @@ unit positions in the index, best first, with the route's own score. ``history``
 candidates the other routes found, so it runs last."""
 
 from coderag_retriever.routes.cluster import rank as cluster
+from coderag_retriever.routes.exact import rank as exact
 from coderag_retriever.routes.history import rank as history
 from coderag_retriever.routes.keyword import rank as keyword
 from coderag_retriever.routes.symbol import rank as symbol
 from coderag_retriever.routes.vector import rank as vector
 
-ROUTES = {"vector": vector, "keyword": keyword, "symbol": symbol, "cluster": cluster}
+ROUTES = {
+    "vector": vector,
+    "keyword": keyword,
+    "symbol": symbol,
+    "exact": exact,
+    "cluster": cluster,
+}
 """Routes that search the whole repository."""
 
 PRIOR_ROUTES = {"history": history}
