@@ -35,6 +35,30 @@ SECRET = "bench-secret"
 """Webhook secret shared by the bench and its server."""
 
 REMOTE = "https://git.example.invalid/bench/pygments.git"
+
+LATENCY_QUERIES = [
+    "how is a lexer chosen for a file name",
+    "where are token types defined",
+    "HtmlFormatter line numbers",
+    "how does the regex lexer handle states",
+    "get_lexer_by_name",
+    "where is the style for terminal output",
+    "how are filters applied",
+    "what happens when no lexer matches",
+    "guess the lexer from the content",
+    "怎么根据文件名选择词法分析器",
+    "输出 HTML 时行号是怎么生成的",
+    "注册新的格式化器在哪里",
+    "how are plugins discovered through entry points",
+    "escape html characters",
+    "where is the command line interface",
+    "LaTeX formatter escape",
+    "how are tokens merged",
+    "where is the default style",
+    "how is the encoding of the input detected",
+    "bygroups",
+]
+"""Queries timed against /search on the indexed history (20 queries × 5 rounds)."""
 """Origin URL the webhook payload names (never contacted)."""
 
 
@@ -114,6 +138,13 @@ def main() -> int:
         rows.append(
             (f"full index of v{entries[0]['version']}", first["files"], first["units"], full)
         )
+        latencies = []
+        for _ in range(5):
+            for q in LATENCY_QUERIES:
+                t = time.perf_counter()
+                client.post("/search", json={"query": q, "repo": "history", "top_k": 10})
+                latencies.append((time.perf_counter() - t) * 1000)
+        latencies.sort()
 
         replace_tree(work, roots[1])
         commit(repo, f"v{entries[1]['version']}")
@@ -183,6 +214,11 @@ def main() -> int:
     print(
         f"\nWebhook answered 202 in {ack * 1000:.0f} ms. Full index / one-file update: "
         f"{full / one:.0f}x."
+    )
+    p50, p95 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.95)]
+    print(
+        f"/search over HTTP on the indexed history ({len(latencies)} requests, after one "
+        f"warm-up round): p50 {p50:.0f} ms, p95 {p95:.0f} ms."
     )
     return 0
 
