@@ -13,6 +13,7 @@ import json
 import logging
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +100,17 @@ def _parse_all(jobs: list[tuple], workers: int, repo: str) -> list[dict]:
             progress.report(repo, "parsing", i, len(jobs))
         return results
     ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        for i, res in enumerate(pool.map(parse_file, jobs, chunksize=8), 1):
-            results.append(res)
-            progress.report(repo, "parsing", i, len(jobs))
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            for i, res in enumerate(pool.map(parse_file, jobs, chunksize=8), 1):
+                results.append(res)
+                progress.report(repo, "parsing", i, len(jobs))
+    except BrokenProcessPool:
+        # A worker died (out of memory, or a host program without a __main__ guard): finish here.
+        log.warning("parser pool broke after %d of %d files; parsing the rest in-process",
+                    len(results), len(jobs))
+        for job in jobs[len(results):]:
+            results.append(parse_file(job))
     return results
 
 
