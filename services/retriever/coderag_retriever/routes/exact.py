@@ -14,7 +14,11 @@ _IDENT = re.compile(r"(`?)([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(`?)(\(\))?")
 
 
 def _code_like(word: str) -> bool:
-    return "_" in word or "." in word or any(c.isupper() for c in word[1:]) or word.isupper()
+    return (
+        "_" in word
+        or "." in word
+        or (any(c.islower() for c in word) and any(c.isupper() for c in word[1:]))
+    )
 
 
 def mentioned(text: str) -> list[tuple[str, float]]:
