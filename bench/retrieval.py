@@ -118,14 +118,38 @@ class Baselines:
         return [self.chunks[i][:3] for i in order]
 
 
+ROUTE_NAMES = ("vector", "keyword", "symbol", "exact", "cluster")
+"""Routes that rank on their own (history only reorders the others' candidates)."""
+
+
+def _weights(settings: Settings, **changes: float) -> str:
+    weights = {**settings.weights(), **changes}
+    return ",".join(f"{k}:{v}" for k, v in weights.items())
+
+
 def systems(settings: Settings) -> dict[str, Settings]:
-    """coderag's fused search and one row per route alone (the ablation)."""
+    """coderag's fused search, each route alone, and the fused search with one stage changed."""
     rows = {"coderag (fused)": settings}
-    for route in ("vector", "keyword", "symbol"):
-        weights = ",".join(
-            f"{r}:{1.0 if r == route else 0.0}" for r in ("vector", "keyword", "symbol")
+    for route in ROUTE_NAMES:
+        only = {r: (1.0 if r == route else 0.0) for r in (*ROUTE_NAMES, "history")}
+        rows[f"route: {route} only"] = settings.model_copy(
+            update={"route_weights": _weights(settings, **only)}
         )
-        rows[f"route: {route} only"] = settings.model_copy(update={"route_weights": weights})
+    for route in ("vector", "keyword", "symbol", "exact"):
+        rows[f"fused without {route}"] = settings.model_copy(
+            update={"route_weights": _weights(settings, **{route: 0.0})}
+        )
+    rows["fused + cluster route"] = settings.model_copy(
+        update={"route_weights": _weights(settings, cluster=1.0)}
+    )
+    rows["fused without call-graph expansion"] = settings.model_copy(update={"expand_depth": 0})
+    rows["fused, seed-004 weighted vote"] = settings.model_copy(
+        update={
+            "fusion": "vote",
+            "route_weights": _weights(settings, symbol=0.4, vector=0.35, keyword=0.25, exact=1.0),
+        }
+    )
+    rows["fused + MMR (0.8)"] = settings.model_copy(update={"mmr_lambda": 0.8})
     return rows
 
 
@@ -155,11 +179,14 @@ def evaluate(corpora: list[dict]) -> str:
         lines = sum(
             r["lines"] for r in catalog.db.read("SELECT lines FROM files WHERE repo=?", (name,))
         )
+        from coderag_retriever.clusters import refresh as refresh_clusters
+
+        silhouette = refresh_clusters(catalog, name, settings)  # for the +cluster row
         base = Baselines(name, root)
         meta_rows.append(
             f"| {name} {corpus['version']} | {corpus['language']} | {repo.files} | "
             f"{lines} | {repo.units} | {index_s:.1f} | {len(base.chunks)} | "
-            f"{base.chunk_embed_s:.1f} |"
+            f"{base.chunk_embed_s:.1f} | {silhouette or 0:.2f} |"
         )
         rank(name, "warm up", K, settings)
         for q in load_questions(name):
@@ -211,8 +238,9 @@ def report(stats: dict, meta_rows: list[str], latencies: list[float]) -> str:
     out = [
         "### Corpora and index time",
         "",
-        "| corpus | language | files | lines | units | index s | baseline chunks | chunk embed s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| corpus | language | files | lines | units | index s | baseline chunks | chunk embed s "
+        "| cluster silhouette |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *meta_rows,
         "",
     ]
