@@ -33,6 +33,7 @@ from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
 from coderag_embedder.encoder import get_encoder  # noqa: E402
 from coderag_parser.files import indexable, read_source, walk  # noqa: E402
+from coderag_retriever.index import get_index_cache  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
 
 CHUNK_CHARS, CHUNK_OVERLAP = 1000, 200
@@ -182,6 +183,7 @@ def evaluate(corpora: list[dict]) -> str:
         from coderag_retriever.clusters import refresh as refresh_clusters
 
         silhouette = refresh_clusters(catalog, name, settings)  # for the +cluster row
+        get_index_cache().forget(name)  # the next query loads the fresh cluster labels
         base = Baselines(name, root)
         meta_rows.append(
             f"| {name} {corpus['version']} | {corpus['language']} | {repo.files} | "
