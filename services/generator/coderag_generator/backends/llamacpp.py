@@ -49,11 +49,15 @@ class LlamaCppBackend:
         if not path.is_file():
             raise ConfigError(f"GGUF model file {path} does not exist (CODERAG_LLM_MODEL_PATH)")
         self.path = path
+        lora = settings.llm_adapter_path or None
+        if lora and not Path(lora).is_file():
+            raise ConfigError(f"GGUF LoRA adapter {lora} does not exist (CODERAG_LLM_ADAPTER_PATH)")
         self.llm = Llama(
             model_path=str(path),
             n_ctx=settings.llm_context,
             n_threads=settings.llm_threads or os.cpu_count() or 1,
             n_gpu_layers=settings.llm_gpu_layers,
+            lora_path=lora,
             verbose=False,
         )
         self.window = self.llm.n_ctx()
