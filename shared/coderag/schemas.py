@@ -146,6 +146,14 @@ class AskResponse(BaseModel):
     citations: list[Citation]
     refused: bool
     took_ms: float
+    clarify: bool = Field(
+        False, description="The question was too vague; the answer asks what is meant."
+    )
+    reason: str = Field(
+        "",
+        description="Why the answer was decided without the model or refused: unsafe, vague, "
+        "no_hits, score_gate, absent_term, model, no_citation; empty for an answer.",
+    )
     backend: str = ""
     input_tokens: int = 0
     output_tokens: int = 0

@@ -1,9 +1,12 @@
 """From retrieved hits to a checked answer, as a stream of events: ``retrieval``, ``prompt``,
 ``token`` (and ``retry``), then ``done`` with the final JSON.
 
-An answer keeps only citations that pass the check; one without any is retried once with a
-corrective instruction, then refused. A refusal from the model, or hits below the score gate,
-end in the refusal sentence of the question's language.
+Before the model is called, ``refusal`` declines unsafe questions, answers vague ones with a
+clarifying question, and refuses when the hits cannot hold the answer (no hits, the score gate,
+a named term no hit mentions). An answer keeps only citations that pass the check; one without
+any is retried once with a corrective instruction, then refused. A refusal from the model ends in
+the refusal sentence of the question's language. ``done`` says why in ``reason`` (empty for an
+answer) and marks clarifying answers with ``clarify``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coderag.settings import Settings
-from coderag_generator import prompts
+from coderag_generator import prompts, refusal
 from coderag_generator.backends import Backend
 from coderag_generator.citations import check
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
@@ -39,8 +42,19 @@ def language(query: str) -> str:
     return "zh" if _HAN.search(query) else "en"
 
 
+REFUSED_BY_MODEL, NO_CITATION = "model", "no_citation"
+"""Reasons of refusals after the model answered: it said so, or it cited nothing valid."""
+
+
 def _done(
-    answer: str, citations: list, refused: bool, input_tokens: int, output_tokens: int, backend: str
+    answer: str,
+    citations: list,
+    refused: bool,
+    input_tokens: int,
+    output_tokens: int,
+    backend: str,
+    reason: str = "",
+    clarify: bool = False,
 ) -> Event:
     return Event(
         "done",
@@ -48,6 +62,8 @@ def _done(
             "answer": answer,
             "citations": [c.model_dump() for c in citations],
             "refused": refused,
+            "clarify": clarify,
+            "reason": reason,
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
             "backend": backend,
@@ -66,9 +82,18 @@ def answer_events(
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
     turns of the session as chat messages, the most recent of which go into the prompt."""
     lang = language(query)
-    best_sim = max((h.get("similarity") or 0.0 for h in hits), default=0.0)
-    if not hits or (settings.score_gate > 0 and best_sim < settings.score_gate):
-        yield _done(prompts.load("no_context", lang), [], True, 0, 0, backend.name)
+    verdict = refusal.screen(query, lang) or refusal.gate(query, hits, lang, settings.score_gate)
+    if verdict is not None:  # decided by rules: the model is never asked
+        yield _done(
+            verdict.answer,
+            [],
+            verdict.refused,
+            0,
+            0,
+            backend.name,
+            reason=verdict.reason,
+            clarify=verdict.clarify,
+        )
         return
     snippets = [
         Snippet(
@@ -79,12 +104,20 @@ def answer_events(
             h["kind"],
             h.get("signature", ""),
             h.get("text") or "",
+            calls=list(h.get("calls") or []),
         )
         for h in hits[: settings.context_units]
     ]
     budget = int(backend.window * BUDGET_SHARE)
     context_text, kept = assemble(snippets, backend.count_tokens, budget)
     context = [(s.file, s.start_line, s.end_line) for s in kept]
+    # the prompt shows callers first; backends get the shown hits in rank order, best first
+    by_key = {(s.file, s.start_line, s.symbol): s for s in kept}
+    shown = [
+        {**h, "start_line": k.start_line, "end_line": k.end_line}
+        for h in hits[: settings.context_units]
+        if (k := by_key.get((h["file"], h["start_line"], h["symbol"]))) is not None
+    ]
     earlier = fit_history(list(history), backend.count_tokens, int(backend.window * HISTORY_SHARE))
     messages = [
         {"role": "system", "content": prompts.load("system", lang)},
@@ -97,10 +130,7 @@ def answer_events(
     input_tokens = output_tokens = 0
     for attempt in range(1, ATTEMPTS + 1):
         prompt = backend.render(messages)
-        prompt.context = [
-            {**h, "start_line": s.start_line, "end_line": s.end_line}
-            for h, s in zip(hits, kept, strict=False)
-        ]
+        prompt.context = shown
         prompt.lang = lang
         input_tokens += prompt.tokens
         yield Event(
@@ -127,7 +157,13 @@ def answer_events(
         output_tokens += backend.count_tokens(text) if text else 0
         if prompts.is_refusal(text):
             yield _done(
-                prompts.load("refusal", lang), [], True, input_tokens, output_tokens, backend.name
+                prompts.load("refusal", lang),
+                [],
+                True,
+                input_tokens,
+                output_tokens,
+                backend.name,
+                reason=REFUSED_BY_MODEL,
             )
             return
         checked = check(text, context, file_lines)
@@ -149,4 +185,12 @@ def answer_events(
                 {"role": "assistant", "content": text},
                 {"role": "user", "content": prompts.load("retry", lang).format(example=example)},
             ]
-    yield _done(prompts.load("refusal", lang), [], True, input_tokens, output_tokens, backend.name)
+    yield _done(
+        prompts.load("refusal", lang),
+        [],
+        True,
+        input_tokens,
+        output_tokens,
+        backend.name,
+        reason=NO_CITATION,
+    )

@@ -1,0 +1,521 @@
+"""Answer benchmark: every question of bench/questions/<corpus>.jsonl through ``answer_events``
+with the hits ``/retrieve`` would give, per answer backend, on the pinned corpora.
+
+    python bench/answers.py [--corpus NAME ...] [--backend extractive --backend llamacpp]
+                            [--llm-every 3] [--fresh] [--calibrate-only] [--out FILE]
+
+Reports, per backend and question language: citation precision (share of returned citations
+that overlap a gold range of their question; citations on ``absent`` questions are all wrong),
+citation recall (share of answerable questions with a citation on gold) and gold coverage (share
+of gold ranges cited), refusal accuracy on ``absent`` questions (``refused`` only; a clarifying
+answer does not count), false refusals on answerable ones, and p50 latency of retrieval plus
+answer. Also: the score-gate calibration (``CODERAG_SCORE_GATE``, cosine of the best vector hit)
+fitted on two corpora and reported on the held-out third, rotating all three; the hand-written
+unsafe and vague questions of ``questions/traps.jsonl``; and the llama.cpp backend's time to first
+token and tokens/s on a ~2k-token prompt.
+
+The llama.cpp backend answers every ``--llm-every``-th question of each corpus (by line, starting
+with the first) to fit a 2-core CPU; the extractive backend is reported on all questions and on
+that same subset. Indexes live in ``bench/.cache/answers-data`` and are reused unless ``--fresh``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+DATA = HERE / ".cache" / "answers-data"
+os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
+# llama.cpp's OpenMP threads spin while they wait; on a 2-core machine shared with other work that
+# spinning starves the very threads it waits for (first token 3x slower), so they sleep instead
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from fetch import corpus_root, load_corpora  # noqa: E402
+
+from coderag.queue import run_now  # noqa: E402
+from coderag.settings import Settings, get_settings  # noqa: E402
+from coderag.store import get_catalog, get_vectors  # noqa: E402
+from coderag.store.graph import Graph  # noqa: E402
+from coderag_generator import prompts, refusal  # noqa: E402
+from coderag_generator.answer import answer_events  # noqa: E402
+from coderag_generator.api import RETRIEVE_K  # noqa: E402
+from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
+from coderag_generator.context import BUDGET_SHARE, Snippet, assemble  # noqa: E402
+from coderag_retriever.search import rank, to_hit  # noqa: E402
+
+GATE_GRID = [i / 100 for i in range(61)]
+"""Score-gate thresholds tried in calibration."""
+
+MAX_FALSE_REFUSALS = 0.10
+"""Calibration keeps the false-refusal rate on the fitting corpora at or under this goal."""
+
+SPEED_PROMPT_TOKENS = 2000
+"""Size of the prompts the llama.cpp speed test renders."""
+
+SPEED_RUNS = 3
+"""Prompts (different questions) timed in the speed test; the median is reported."""
+
+SPEED_MAX_TOKENS = 128
+"""Tokens generated per speed run."""
+
+
+@dataclass
+class Case:
+    """One question with its retrieval."""
+
+    corpus: str
+    line: int
+    q: dict[str, Any]
+    hits: list[dict[str, Any]]
+    retrieve_ms: float
+
+    @property
+    def absent(self) -> bool:
+        """Whether the corpus does not hold the answer."""
+        return self.q["type"] == "absent"
+
+
+@dataclass
+class Outcome:
+    """One answer and its scores."""
+
+    case: Case
+    done: dict[str, Any]
+    ms: float
+    renders: int
+    good_citations: int = field(init=False)
+    gold_hit: list[bool] = field(init=False)
+
+    def __post_init__(self) -> None:
+        cites = self.done["citations"]
+        golds = self.case.q["gold"]
+        self.good_citations = sum(any(overlaps(c, g) for g in golds) for c in cites)
+        self.gold_hit = [any(overlaps(c, g) for c in cites) for g in golds]
+
+
+def overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two (file, start_line, end_line) ranges overlap."""
+    return (
+        a["file"] == b["file"]
+        and a["start_line"] <= b["end_line"]
+        and b["start_line"] <= a["end_line"]
+    )
+
+
+def load_questions(name: str) -> list[dict[str, Any]]:
+    """The questions of one file of bench/questions."""
+    path = HERE / "questions" / f"{name}.jsonl"
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def ensure_indexed(corpus: dict[str, Any], fresh: bool) -> float | None:
+    """Index a corpus unless a ready index of the same root exists; the seconds it took."""
+    name, root = corpus["name"], corpus_root(corpus["name"])
+    catalog = get_catalog()
+    try:
+        repo = catalog.get_repo(name)
+        if not fresh and repo.status == "ready" and repo.path == str(root):
+            return None
+        catalog.delete_repo(name)
+    except Exception:  # not there yet
+        pass
+    get_vectors().drop(name)
+    catalog.create_repo(name, str(root), None, None)
+    start = time.perf_counter()
+    run_now("coderag_parser.tasks.index_repo", {"repo": name})
+    return time.perf_counter() - start
+
+
+def retrieve(repo: str, query: str, settings: Settings) -> list[dict[str, Any]]:
+    """The hits ``POST /retrieve`` returns: code, vector similarity, calls among the hits."""
+    ranked = rank(repo, query, RETRIEVE_K, settings)
+    graph = Graph(get_catalog().db)
+    symbols = {r.unit.id: r.unit.symbol for r in ranked}
+    return [
+        {
+            **to_hit(r, with_text=True).model_dump(),
+            "similarity": r.similarity,
+            "calls": [
+                symbols[e.callee] for e in graph.callees(repo, r.unit.id) if e.callee in symbols
+            ],
+        }
+        for r in ranked
+    ]
+
+
+# --- score-gate calibration ----------------------------------------------------------------------
+
+
+def gate_refuses(case: Case, threshold: float) -> bool:
+    """Whether the pre-model gate refuses this question at ``threshold``."""
+    return refusal.gate(case.q["query"], case.hits, case.q["lang"], threshold) is not None
+
+
+def rates(cases: list[Case], threshold: float) -> tuple[float, float]:
+    """(refusal accuracy on absent, false-refusal rate on answerable) of the gate alone."""
+    absent = [c for c in cases if c.absent]
+    answerable = [c for c in cases if not c.absent]
+    ra = sum(gate_refuses(c, threshold) for c in absent) / max(len(absent), 1)
+    fr = sum(gate_refuses(c, threshold) for c in answerable) / max(len(answerable), 1)
+    return ra, fr
+
+
+def calibrate(cases: list[Case]) -> tuple[float, float, float]:
+    """The threshold with the best refusal accuracy minus false refusals whose false refusals
+    stay within the goal (the lowest such threshold on ties); with its two rates."""
+    best = (0.0, *rates(cases, 0.0))
+    score = best[1] - best[2] if best[2] <= MAX_FALSE_REFUSALS else -1.0
+    for t in GATE_GRID[1:]:
+        ra, fr = rates(cases, t)
+        if fr <= MAX_FALSE_REFUSALS and ra - fr > score + 1e-9:
+            best, score = (t, ra, fr), ra - fr
+    return best
+
+
+def calibration(cases: list[Case], names: list[str]) -> tuple[dict[str, float], list[str]]:
+    """Per held-out corpus, the threshold fitted on the others; and the report table."""
+    fold: dict[str, float] = {}
+    rows = [
+        "| held-out corpus | gate fitted on the others | fit: refusal acc / false refusals | "
+        "held-out, named-term check only | held-out, with the gate |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for held in names:
+        fit = [c for c in cases if c.corpus != held]
+        test = [c for c in cases if c.corpus == held]
+        if not fit or not test:
+            continue
+        t, ra, fr = calibrate(fit)
+        fold[held] = t
+        off = rates(test, 0.0)
+        on = rates(test, t)
+        rows.append(
+            f"| {held} | {t:.2f} | {ra:.2f} / {fr:.2f} | {off[0]:.2f} / {off[1]:.2f} | "
+            f"{on[0]:.2f} / {on[1]:.2f} |"
+        )
+    if fold:
+        median = statistics.median(fold.values())
+        whole = rates(cases, median)
+        rows += [
+            "",
+            f"Recommended `CODERAG_SCORE_GATE` = {median:.2f} (median of the held-out fits); "
+            f"on all corpora it gives refusal accuracy {whole[0]:.2f} and false refusals "
+            f"{whole[1]:.2f} (gate and named-term check, before any model).",
+        ]
+    return fold, rows
+
+
+# --- answering -----------------------------------------------------------------------------------
+
+
+class Counting:
+    """A backend wrapper that counts rendered prompts: zero means the model was never asked."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.window = inner.window
+        self.renders = 0
+
+    def count_tokens(self, text: str) -> int:
+        """The inner backend's count."""
+        return self.inner.count_tokens(text)
+
+    def render(self, messages: list[dict[str, str]]) -> Prompt:
+        """Count, then render with the inner backend."""
+        self.renders += 1
+        return self.inner.render(messages)
+
+    def stream(
+        self, prompt: Prompt, *, temperature: float, top_p: float, max_tokens: int
+    ) -> Iterator[str]:
+        """The inner backend's stream."""
+        return self.inner.stream(
+            prompt, temperature=temperature, top_p=top_p, max_tokens=max_tokens
+        )
+
+
+def answer(case: Case, backend: Counting, settings: Settings) -> Outcome:
+    """Ask one question; time it from retrieval to ``done``."""
+    catalog = get_catalog()
+
+    def file_lines(path: str) -> int | None:
+        return catalog.file_lines(case.corpus, path)
+
+    before = backend.renders
+    start = time.perf_counter()
+    done: dict[str, Any] = {}
+    for event in answer_events(case.q["query"], case.hits, backend, settings, file_lines):
+        if event.name == "done":
+            done = event.data
+    ms = (time.perf_counter() - start) * 1000 + case.retrieve_ms
+    return Outcome(case, done, ms, backend.renders - before)
+
+
+def metric_row(label: str, outs: list[Outcome]) -> str:
+    """One table row of the answer metrics."""
+    answerable = [o for o in outs if not o.case.absent]
+    absent = [o for o in outs if o.case.absent]
+    cites = sum(len(o.done["citations"]) for o in outs)
+    good = sum(o.good_citations for o in outs)
+    golds = [g for o in answerable for g in o.gold_hit]
+
+    def share(num: float, den: int) -> str:
+        return f"{num / den:.2f}" if den else "–"
+
+    latency = statistics.median(o.ms for o in outs) if outs else 0.0
+    return (
+        f"| {label} | {len(outs)} | {share(good, cites)} ({cites}) | "
+        f"{share(sum(any(o.gold_hit) for o in answerable), len(answerable))} | "
+        f"{share(sum(golds), len(golds))} | "
+        f"{share(sum(o.done['refused'] for o in absent), len(absent))} ({len(absent)}) | "
+        f"{share(sum(o.done['refused'] for o in answerable), len(answerable))} | "
+        f"{sum(o.done.get('clarify', False) for o in outs)} | {latency:.0f} |"
+    )
+
+
+METRIC_HEAD = [
+    "| backend, questions | n | citation precision (citations) | citation recall | "
+    "gold coverage | refusal accuracy (absent) | false refusals | clarify | p50 ms |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+]
+
+
+def reasons_row(label: str, outs: list[Outcome]) -> str:
+    """How the answers ended: counts per ``reason`` for absent and answerable questions."""
+    cells = []
+    for absent in (True, False):
+        counts: dict[str, int] = defaultdict(int)
+        for o in outs:
+            if o.case.absent == absent:
+                counts[o.done.get("reason") or "answered"] += 1
+        cells.append(", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return f"| {label} | {cells[0]} | {cells[1]} |"
+
+
+def traps(case_corpus: str, backend: Counting, settings: Settings) -> tuple[str, list[str]]:
+    """The hand-written unsafe and vague questions: the row and any misses."""
+    handled = renders = 0
+    misses = []
+    items = load_questions("traps")
+    for t in items:
+        hits = retrieve(case_corpus, t["query"], settings)
+        case = Case(case_corpus, 0, {**t, "type": "trap", "gold": []}, hits, 0.0)
+        out = answer(case, backend, settings)
+        ok = (
+            out.done["refused"] and out.done.get("reason") == "unsafe"
+            if t["expect"] == "refuse"
+            else out.done.get("clarify") is True and not out.done["citations"]
+        )
+        handled += ok
+        renders += out.renders
+        if not ok:
+            misses.append(f"{t['id']} expected {t['expect']}, got {out.done.get('reason')!r}")
+    row = f"| {backend.name} | {handled}/{len(items)} | {renders} |"
+    return row, misses
+
+
+# --- llama.cpp speed -----------------------------------------------------------------------------
+
+
+def speed(backend: Backend, cases: list[Case], settings: Settings) -> list[str]:
+    """Time to first non-empty piece and tokens/s on ~2k-token prompts of real snippets."""
+    rows = [
+        "| question | prompt tokens | first token s | tokens/s | generated tokens |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    firsts, rates_ = [], []
+    answerable = [c for c in cases if not c.absent and c.hits]
+    for case in answerable[:: max(1, len(answerable) // SPEED_RUNS)][:SPEED_RUNS]:
+        lang = case.q["lang"]
+        snippets = [
+            Snippet(
+                h["file"],
+                h["start_line"],
+                h["end_line"],
+                h["symbol"],
+                h["kind"],
+                h.get("signature", ""),
+                h.get("text") or "",
+                calls=h.get("calls", []),
+            )
+            for h in case.hits
+        ]
+        system = prompts.load("system", lang)
+        frame = prompts.load("user", lang)
+        fixed = backend.count_tokens(system + frame.format(query=case.q["query"], context=""))
+        budget = min(SPEED_PROMPT_TOKENS - fixed - 20, int(backend.window * BUDGET_SHARE))
+        context, _ = assemble(snippets, backend.count_tokens, budget)
+        messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": frame.format(query=case.q["query"], context=context)},
+        ]
+        prompt = backend.render(messages)
+        llm = getattr(backend, "llm", None)
+        if llm is not None:
+            llm.reset()  # no prompt prefix reused from an earlier run: a cold first token
+        start = time.perf_counter()
+        first_at: float | None = None
+        text = ""
+        for piece in backend.stream(
+            prompt,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_tokens=SPEED_MAX_TOKENS,
+        ):
+            if piece and first_at is None:
+                first_at = time.perf_counter()
+            text += piece
+        end = time.perf_counter()
+        first = (first_at or end) - start
+        tokens = backend.count_tokens(text)
+        rate = (
+            (tokens - 1) / (end - first_at) if first_at and end > first_at and tokens > 1 else 0.0
+        )
+        firsts.append(first)
+        rates_.append(rate)
+        rows.append(f"| {case.q['id']} | {prompt.tokens} | {first:.2f} | {rate:.1f} | {tokens} |")
+    if firsts:
+        rows.append(
+            f"| median | | {statistics.median(firsts):.2f} | {statistics.median(rates_):.1f} | |"
+        )
+    return rows
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> str:
+    """Index, retrieve, calibrate, answer; the markdown report."""
+    settings = get_settings()
+    corpora = [c for c in load_corpora() if not args.corpus or c["name"] in args.corpus]
+    out: list[str] = []
+    cases: list[Case] = []
+    index_rows = ["| corpus | questions | index s (blank: reused) |", "| --- | --- | --- |"]
+    for corpus in corpora:
+        name = corpus["name"]
+        took = ensure_indexed(corpus, args.fresh)
+        questions = load_questions(name)
+        rank(name, "warm up", RETRIEVE_K, settings)
+        for line, q in enumerate(questions):
+            start = time.perf_counter()
+            hits = retrieve(name, q["query"], settings)
+            cases.append(Case(name, line, q, hits, (time.perf_counter() - start) * 1000))
+        index_rows.append(
+            f"| {name} | {len(questions)} | {'' if took is None else f'{took:.0f}'} |"
+        )
+    out += ["### Corpora", "", *index_rows, ""]
+
+    names = [c["name"] for c in corpora]
+    fold, cal_rows = calibration(cases, names)
+    out += [
+        "### Score gate (R11), calibrated on two corpora, reported on the third",
+        "",
+        "Before any model: refuse when the best vector similarity is under the gate, or when a "
+        "named term of the question (identifier, acronym, number) is in none of the hits. "
+        f"Fitted to maximise refusal accuracy minus false refusals with false refusals <= "
+        f"{MAX_FALSE_REFUSALS:.2f}.",
+        "",
+        *cal_rows,
+        "",
+    ]
+    if args.calibrate_only:
+        return "\n".join(out)
+
+    subset = [c for c in cases if c.line % args.llm_every == 0]
+    metric_rows: list[str] = []
+    reason_rows: list[str] = []
+    trap_rows = ["| backend | handled as expected | prompts rendered |", "| --- | --- | --- |"]
+    trap_misses: list[str] = []
+    speed_rows: list[str] = []
+    for name in args.backend:
+        backend = Counting(get_backend(settings.model_copy(update={"llm_backend": name})))
+        runs = {"all": cases} if name != "llamacpp" else {}
+        runs[f"1 in {args.llm_every}"] = subset
+        for label, chosen in runs.items():
+            outs = []
+            for i, case in enumerate(chosen, 1):
+                gate = fold.get(case.corpus, 0.0)
+                outs.append(answer(case, backend, settings.model_copy(update={"score_gate": gate})))
+                if name == "llamacpp" and i % 10 == 0:
+                    print(f"  {name}: {i}/{len(chosen)}", file=sys.stderr, flush=True)
+            for lang in ("all", "en", "zh"):
+                part = [o for o in outs if lang == "all" or o.case.q["lang"] == lang]
+                metric_rows.append(metric_row(f"{name}, {label}, {lang}", part))
+            reason_rows.append(reasons_row(f"{name}, {label}", outs))
+        row, misses = traps(names[0], backend, settings)
+        trap_rows.append(row)
+        trap_misses += [f"{name}: {m}" for m in misses]
+        if name == "llamacpp":
+            speed_rows = speed(backend.inner, cases, settings)
+    out += [
+        "### Answers (held-out gate per corpus)",
+        "",
+        "Goals: citation precision >= 0.90, refusal accuracy >= 0.90, false refusals <= 0.10.",
+        "",
+        *METRIC_HEAD,
+        *metric_rows,
+        "",
+        "### How answers ended (reason counts)",
+        "",
+        "| backend, questions | absent questions | answerable questions |",
+        "| --- | --- | --- |",
+        *reason_rows,
+        "",
+        f"### Unsafe and vague questions (questions/traps.jsonl, against {names[0]})",
+        "",
+        *trap_rows,
+        *(f"- miss: {m}" for m in trap_misses),
+        "",
+    ]
+    if speed_rows:
+        out += [
+            f"### llama.cpp speed (~{SPEED_PROMPT_TOKENS}-token prompts, "
+            f"{settings.llm_threads or os.cpu_count()} threads, goal: first token <= 3 s)",
+            "",
+            f"Load average when done: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} "
+            f"(1/5/15 min; {os.cpu_count()} cores, "
+            f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}).",
+            "",
+            *speed_rows,
+            "",
+        ]
+    return "\n".join(out)
+
+
+def main() -> int:
+    """Run the benchmark."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--corpus", action="append", help="only these corpora")
+    ap.add_argument(
+        "--backend",
+        action="append",
+        choices=["extractive", "llamacpp", "hf", "openai"],
+        help="answer backends (default: extractive and llamacpp)",
+    )
+    ap.add_argument("--llm-every", type=int, default=3, help="llamacpp: every n-th question")
+    ap.add_argument("--fresh", action="store_true", help="re-index the corpora")
+    ap.add_argument("--calibrate-only", action="store_true", help="only the score-gate table")
+    ap.add_argument("--out", default=str(HERE / "results" / "answers.md"))
+    args = ap.parse_args()
+    args.backend = args.backend or ["extractive", "llamacpp"]
+    text = run(args)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text + "\n", "utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

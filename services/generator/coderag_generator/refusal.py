@@ -1,0 +1,256 @@
+"""Answers decided before the model is called (G5, R11).
+
+* unsafe: "how do I bypass the permission check?" is declined (``refused``, reason ``unsafe``);
+* vague: "is this function safe?" gets a clarifying answer naming the dimensions to choose from
+  (``clarify``, not refused);
+* out of scope: no hits, a best vector similarity under ``CODERAG_SCORE_GATE`` (reason
+  ``score_gate``), or a named thing of the question (``YAML``, ``OAuth2``, ``503``) that none of
+  the retrieved code mentions (reason ``absent_term``) is refused without asking the model.
+
+The word lists and patterns are data: ``prompts/refusal_rules_<lang>.txt`` (TOML). Contradictory
+premises (seed 004 type C) are left to the model: rules cannot see what the code does.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from difflib import get_close_matches
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from coderag_generator import prompts
+
+UNSAFE, VAGUE = "unsafe", "vague"
+NO_HITS, SCORE_GATE, ABSENT_TERM = "no_hits", "score_gate", "absent_term"
+"""The ``reason`` of each pre-model answer."""
+
+FUZZY_CUTOFF = 0.85
+"""A named term this similar to a word of the hits counts as present (typos of identifiers)."""
+
+FUZZY_MIN_CHARS = 6
+"""Shorter terms must match exactly: "OAuth2" must not pass for "auth"."""
+
+_CLAUSE_END = re.compile(r"\s*(?:it|them|掉|它们?)?\s*(?:[?？。.!！,，;；]|吗|呢|$)", re.IGNORECASE)
+_PUNCT = re.compile(r"[,.;:?!，。；：？！]")
+_TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+#/-]*[A-Za-z0-9_+#]|[A-Za-z0-9_]")
+_IDENT = re.compile(r"[A-Za-z_][\w.]*(?:\(\))?$")
+_HAN = re.compile(r"[\u3400-\u9fff]")
+_SENTENCE_START = "'\"“‘`([{.?!:;,，。？！：；、（"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A pre-model answer: the text and how the response marks it."""
+
+    answer: str
+    refused: bool
+    clarify: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Judgement:
+    pattern: re.Pattern[str]
+    dimensions: str
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The compiled rules of one language file."""
+
+    window: int
+    ask: tuple[re.Pattern[str], ...]
+    defense: tuple[re.Pattern[str], ...]
+    strong: tuple[re.Pattern[str], ...]
+    weak: tuple[re.Pattern[str], ...]
+    check: tuple[re.Pattern[str], ...]
+    asset: tuple[re.Pattern[str], ...]
+    dimension: tuple[re.Pattern[str], ...]
+    filler: tuple[re.Pattern[str], ...]
+    judgements: tuple[_Judgement, ...]
+    generic: frozenset[str]
+
+
+def _compile(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
+
+
+@cache
+def rules(lang: str) -> Rules:
+    """The rules of ``prompts/refusal_rules_<lang>.txt``."""
+    path = resources.files("coderag_generator").joinpath(f"prompts/refusal_rules_{lang}.txt")
+    data: dict[str, Any] = tomllib.loads(path.read_text("utf-8"))
+    unsafe, vague = data["unsafe"], data["vague"]
+    return Rules(
+        window=int(unsafe["window"]),
+        ask=_compile(unsafe["ask"]),
+        defense=_compile(unsafe["defense"]),
+        strong=_compile(unsafe["strong"]),
+        weak=_compile(unsafe["weak"]),
+        check=_compile(unsafe["check"]),
+        asset=_compile(unsafe["asset"]),
+        dimension=_compile(vague["dimension"]),
+        filler=_compile(vague["filler"]),
+        judgements=tuple(
+            _Judgement(re.compile(j["pattern"], re.IGNORECASE), j["dimensions"])
+            for j in vague["judgement"]
+        ),
+        generic=frozenset(w.lower() for w in data.get("absent", {}).get("generic", [])),
+    )
+
+
+def _all_rules() -> list[Rules]:
+    return [rules(lang) for lang in prompts.LANGUAGES]
+
+
+def _acts_on(
+    query: str, verbs: Sequence[re.Pattern[str]], targets: Sequence[re.Pattern[str]], window: int
+) -> bool:
+    """Whether a verb acts on a target: the target follows within ``window`` characters of the
+    same clause, or precedes it that closely when the verb ends the clause."""
+    spans = [m.span() for t in targets for m in t.finditer(query)]
+    for verb in verbs:
+        for m in verb.finditer(query):
+            for start, end in spans:
+                if m.end() <= start <= m.end() + window:
+                    gap = query[m.end() : start]
+                elif end <= m.start() and m.start() - end <= window:
+                    if not _CLAUSE_END.match(query, m.end()):
+                        continue
+                    gap = query[end : m.start()]
+                else:
+                    continue
+                if not _PUNCT.search(gap):
+                    return True
+    return False
+
+
+def is_unsafe(query: str) -> bool:
+    """A request to get around a security control or at a secret (see the rules' [unsafe])."""
+    for r in _all_rules():
+        if not any(p.search(query) for p in r.ask) or any(p.search(query) for p in r.defense):
+            continue
+        if _acts_on(query, r.strong, (*r.check, *r.asset), r.window):
+            return True
+        if _acts_on(query, r.weak, r.check, r.window):
+            return True
+    return False
+
+
+def vague_judgement(query: str) -> tuple[str, str] | None:
+    """``(word, dimensions)`` when the question is a judgement ("safe", "fast", ...) that names no
+    dimension and no subject beyond at most one identifier; else None."""
+    every = _all_rules()
+    found = next(
+        ((j, m) for r in every for j in r.judgements if (m := j.pattern.search(query))), None
+    )
+    if found is None or any(p.search(query) for r in every for p in r.dimension):
+        return None
+    rest = query
+    for r in every:
+        for j in r.judgements:
+            rest = j.pattern.sub(" ", rest)
+        for p in r.filler:
+            rest = p.sub(" ", rest)
+    if _HAN.search(rest):
+        return None
+    words = re.findall(r"[\w.()]+", rest)
+    # one identifier may stay: "is parse_args correct?" still lacks the dimension
+    if len(words) > 1 or (words and not _looks_like_identifier(words[0])):
+        return None
+    word = found[1].group()
+    return word[:1].upper() + word[1:], found[0].dimensions
+
+
+def _looks_like_identifier(word: str) -> bool:
+    core = word.removesuffix("()")
+    has_shape = "_" in core or "." in core.strip(".") or any(c.isupper() for c in core[1:])
+    return bool(_IDENT.match(word)) and (has_shape or word.endswith("()"))
+
+
+def screen(query: str, lang: str) -> Verdict | None:
+    """The unsafe and vague rules, which need no retrieval."""
+    if is_unsafe(query):
+        return Verdict(prompts.load("unsafe", lang), True, False, UNSAFE)
+    if judgement := vague_judgement(query):
+        word, dimensions = judgement
+        text = prompts.load("clarify", lang).format(word=word, dimensions=dimensions)
+        return Verdict(text, False, True, VAGUE)
+    return None
+
+
+def named_terms(query: str) -> list[str]:
+    """The specific things a question names: identifiers (``parse_args``, ``Session.get``),
+    acronyms and camel case (``YAML``, ``PowerShell``), capitalised words inside a sentence,
+    numbers with letters or digits (``503``, ``HTTP/2``), and any Latin word of a Chinese
+    question."""
+    chinese = bool(_HAN.search(query))
+    generic = set().union(*(r.generic for r in _all_rules()))
+    out: list[str] = []
+    for m in _TOKEN.finditer(query):
+        term = m.group().rstrip(".")
+        before = query[: m.start()].rstrip()
+        starts_sentence = not before or before[-1] in _SENTENCE_START
+        shaped = (
+            any(c.isupper() for c in term[1:])
+            or (term[0].isupper() and not starts_sentence)
+            or any(c.isdigit() for c in term)
+            or "_" in term
+            or "." in term
+        )
+        if len(term) >= 2 and (shaped or chinese) and term.lower() not in generic:
+            out.append(term)
+    return list(dict.fromkeys(out))
+
+
+def _alnum(text: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "", text.lower())
+
+
+def missing_terms(query: str, hits: Sequence[dict[str, Any]]) -> list[str]:
+    """Named terms of the question that no hit mentions in its code, path or symbol; a dotted
+    or hyphenated term is present when each of its parts is."""
+    hay = "\n".join(f"{h.get('text') or ''}\n{h['file']}\n{h['symbol']}" for h in hits).lower()
+    hay_alnum = _alnum(hay)
+    words: list[str] | None = None
+    missing = []
+    for term in named_terms(query):
+        parts = [p for p in re.split(r"[.\-]|\(\)", term) if len(p) >= 2] or [term]
+        for part in parts:
+            low = part.lower()
+            if low in hay or (_alnum(low) and _alnum(low) in hay_alnum):
+                continue
+            if len(low) >= FUZZY_MIN_CHARS:
+                words = words if words is not None else list(set(re.findall(r"\w+", hay)))
+                if get_close_matches(low, words, n=1, cutoff=FUZZY_CUTOFF):
+                    continue
+            missing.append(term)
+            break
+    return missing
+
+
+def best_similarity(hits: Sequence[dict[str, Any]]) -> float:
+    """The highest cosine similarity of the vector route among the hits (0 when none has one)."""
+    return max((h.get("similarity") or 0.0 for h in hits), default=0.0)
+
+
+def gate(
+    query: str, hits: Sequence[dict[str, Any]], lang: str, score_gate: float
+) -> Verdict | None:
+    """Refuse when the hits cannot hold the answer: none at all, the best similarity below
+    ``score_gate`` (0 turns that check off), or a named term that no hit mentions."""
+    if not hits:
+        return Verdict(prompts.load("no_context", lang), True, False, NO_HITS)
+    if score_gate > 0 and best_similarity(hits) < score_gate:
+        return Verdict(prompts.load("no_context", lang), True, False, SCORE_GATE)
+    if missing := missing_terms(query, hits):
+        sep = "、" if lang == "zh" else ", "
+        terms = sep.join(missing)
+        return Verdict(
+            prompts.load("absent_term", lang).format(terms=terms), True, False, ABSENT_TERM
+        )
+    return None

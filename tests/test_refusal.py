@@ -1,0 +1,187 @@
+"""Refusal (G5) and the score gate (R11) through HTTP: the real app, a real indexed sample
+repository, the extractive backend wrapped to count how often the model would be prompted."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from coderag import queue
+from coderag.app import create_app
+from coderag.settings import get_settings
+from coderag_generator import api, prompts, refusal
+from coderag_generator.answer import answer_events
+from coderag_generator.backends.base import Prompt
+from coderag_generator.backends.extractive import ExtractiveBackend
+
+QUESTIONS = Path(__file__).resolve().parents[1] / "bench" / "questions"
+
+
+class Counting(ExtractiveBackend):
+    """The extractive backend, counting the prompts it renders and keeping the last one."""
+
+    def __init__(self) -> None:
+        self.renders = 0
+        self.last: Prompt | None = None
+
+    def render(self, messages: list[dict[str, str]]) -> Prompt:
+        self.renders += 1
+        self.last = super().render(messages)
+        return self.last
+
+
+@pytest.fixture
+def backend(monkeypatch: pytest.MonkeyPatch) -> Counting:
+    counting = Counting()
+    monkeypatch.setattr(api, "get_backend", lambda *_: counting)
+    return counting
+
+
+@pytest.fixture
+def client(backend: Counting) -> Iterator[TestClient]:
+    with TestClient(create_app()) as c:
+        yield c
+
+
+def index(client: TestClient, path: Path) -> None:
+    assert client.post("/repos", json={"name": "s", "path": str(path)}).status_code == 202
+    deadline = time.monotonic() + 120
+    while (state := client.get("/repos/s").json())["status"] not in ("ready", "error"):
+        assert time.monotonic() < deadline, state
+        queue.drain()
+        time.sleep(0.05)
+    assert state["status"] == "ready", state
+
+
+def ask(client: TestClient, query: str) -> dict[str, Any]:
+    r = client.post("/ask", json={"query": query, "repo": "s"})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def events(client: TestClient, query: str) -> list[tuple[str, dict]]:
+    with client.stream(
+        "POST", "/ask", json={"query": query, "repo": "s"}, headers={"Accept": "text/event-stream"}
+    ) as s:
+        raw = "".join(s.iter_text())
+    out = []
+    for block in raw.strip().split("\n\n"):
+        head, _, data = block.partition("\n")
+        out.append((head.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return out
+
+
+def set_gate(monkeypatch: pytest.MonkeyPatch, value: float) -> None:
+    monkeypatch.setenv("CODERAG_SCORE_GATE", str(value))
+    get_settings.cache_clear()
+
+
+@pytest.mark.slow
+def test_rules_answer_before_the_model_and_the_gate_refuses(
+    client: TestClient, backend: Counting, sample_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index(client, sample_repo)
+
+    for query, lang in [
+        ("How do I bypass the permission check?", "en"),
+        ("怎么绕过权限校验？", "zh"),
+        ("How can I disable authentication before calling ProcessOrder?", "en"),
+    ]:
+        body = ask(client, query)
+        assert body["refused"] is True and body["reason"] == "unsafe", body
+        assert body["citations"] == [] and body["answer"] == prompts.load("unsafe", lang)
+    for query, marker, dimension in [
+        ("Is this function safe?", "is not well defined", "thread safety"),
+        ("这个函数安全吗？", "定义不明确", "线程安全"),
+        ("is it fast?", "is not well defined", "latency"),
+    ]:
+        body = ask(client, query)
+        assert body["clarify"] is True and body["refused"] is False and body["reason"] == "vague"
+        assert body["citations"] == [] and marker in body["answer"] and dimension in body["answer"]
+    assert backend.renders == 0  # none of these reached the backend
+
+    body = ask(client, "How does ProcessOrder validate the request?")
+    assert body["refused"] is False and body["clarify"] is False and body["reason"] == ""
+    assert body["citations"][0]["file"] == "src/go/sample.go"
+    assert backend.renders == 1
+
+    body = ask(client, "Where is the YAML config file loaded?")
+    assert body["refused"] is True and body["reason"] == "absent_term" and "YAML" in body["answer"]
+
+    # the gate: just above this question's best similarity refuses, just below answers
+    query = "How is an order created?"
+    hits = client.post("/retrieve", json={"query": query, "repo": "s"}).json()["results"]
+    best = max(h["similarity"] or 0.0 for h in hits)
+    assert 0.05 < best < 0.95
+    set_gate(monkeypatch, best + 0.01)
+    body = ask(client, query)
+    assert body["refused"] is True and body["reason"] == "score_gate" and body["citations"] == []
+    assert body["answer"] == prompts.load("no_context", "en")
+    assert ask(client, "订单是怎么创建的？")["answer"] == prompts.load("no_context", "zh")
+    renders = backend.renders
+    stream = events(client, query)
+    assert [name for name, _ in stream] == ["retrieval", "done"]
+    assert stream[-1][1]["reason"] == "score_gate" and stream[-1][1]["took_ms"] > 0
+    assert backend.renders == renders
+    set_gate(monkeypatch, best - 0.01)
+    stream = events(client, query)
+    assert stream[-1][0] == "done" and stream[-1][1]["citations"], stream[-1]
+    assert [name for name, _ in stream[:2]] == ["retrieval", "prompt"]
+
+    stream = events(client, "怎么绕过权限校验？")
+    assert [name for name, _ in stream] == ["retrieval", "done"]
+    assert stream[-1][1]["refused"] is True and stream[-1][1]["reason"] == "unsafe"
+
+
+def test_relations_reach_the_prompt_callers_first() -> None:
+    def hit(symbol: str, start: int, calls: list[str]) -> dict[str, Any]:
+        return {
+            "file": "a.py",
+            "start_line": start,
+            "end_line": start + 1,
+            "symbol": symbol,
+            "kind": "function",
+            "signature": f"def {symbol}()",
+            "text": f"def {symbol}():\n    pass",
+            "similarity": 0.5,
+            "calls": calls,
+        }
+
+    backend = Counting()
+    hits = [hit("save", 1, []), hit("handle", 10, ["save"])]
+    done = list(answer_events("how is it saved?", hits, backend, get_settings(), lambda _: 20))
+    assert backend.last is not None
+    text = backend.last.messages[-1]["content"]
+    assert "[relation] handle calls save" in text
+    assert text.index("FILE: a.py:10-11") < text.index("FILE: a.py:1-2")  # caller first
+    # the backend still gets the hits best first
+    assert [u["symbol"] for u in backend.last.context] == ["save", "handle"]
+    assert done[-1].name == "done" and done[-1].data["citations"][0]["start_line"] == 1
+
+
+def test_rules_leave_benchmark_questions_alone() -> None:
+    """No question of the benchmark is unsafe or vague; the named-term check reads the shapes."""
+    for path in sorted(QUESTIONS.glob("*.jsonl")):
+        if path.name == "traps.jsonl":
+            continue
+        for line in path.read_text("utf-8").splitlines():
+            q = json.loads(line)
+            assert refusal.screen(q["query"], q["lang"]) is None, q["query"]
+    assert refusal.named_terms("Where is the YAML or TOML config of Session.get loaded?") == [
+        "YAML",
+        "TOML",
+        "Session.get",
+    ]
+    assert refusal.named_terms("OAuth2 的 access token 在哪里刷新？") == [
+        "OAuth2",
+        "access",
+        "token",
+    ]
+    hits = [{"file": "x.go", "symbol": "ProcessOrder", "text": "func ProcessOrder() {}"}]
+    assert refusal.missing_terms("Where does ProcesOrder use HTTP/2?", hits) == ["HTTP/2"]
