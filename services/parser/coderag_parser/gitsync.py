@@ -88,19 +88,22 @@ def work_tree_dirty(root: Path) -> set[str]:
         return set()
 
 
-def blame(root: Path, path: str) -> dict[int, tuple[str, str, str]]:
-    """Line -> (commit, author, ISO date) of the commit that last touched it; {} if untracked."""
+def blame(root: Path, path: str) -> dict[int, tuple[str, str, str, int]]:
+    """Line -> (commit, author, ISO date, recency) of the commit that last touched it, recency 0
+    being the file's newest commit (dates tie within a second); {} if untracked."""
     try:
-        out = git.Repo(root).git.blame("--line-porcelain", "-w", "--", path)
+        repo = git.Repo(root)
+        out = repo.git.blame("--line-porcelain", "-w", "--", path)
+        order = {sha: i for i, sha in enumerate(repo.git.log("--format=%H", "--", path).split())}
     except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
         return {}
-    lines: dict[int, tuple[str, str, str]] = {}
+    lines: dict[int, tuple[str, str, str, int]] = {}
     sha = author = ""
     final = 0
     stamp = 0
     for line in out.splitlines():
         if line.startswith("\t"):
-            lines[final] = (sha, author, _iso(stamp))
+            lines[final] = (sha, author, _iso(stamp), order.get(sha, len(order)))
             continue
         head, _, rest = line.partition(" ")
         if len(head) == 40 and all(c in "0123456789abcdef" for c in head):

@@ -80,7 +80,7 @@ def parse_file(args: tuple[str, str, str, str, int, bool, str]) -> dict[str, Any
     }
 
 
-def _attach_blame(units: list[Unit], lines: dict[int, tuple[str, str, str]]) -> None:
+def _attach_blame(units: list[Unit], lines: dict[int, tuple[str, str, str, int]]) -> None:
     """Give each unit the newest commit among its lines (uncommitted lines are skipped)."""
     for u in units:
         touched = [
@@ -89,7 +89,7 @@ def _attach_blame(units: list[Unit], lines: dict[int, tuple[str, str, str]]) -> 
             if n in lines and set(lines[n][0]) != {"0"}
         ]
         if touched:
-            u.last_commit, u.last_author, u.last_date = max(touched, key=lambda t: t[2])
+            u.last_commit, u.last_author, u.last_date, _ = min(touched, key=lambda t: t[3])
 
 
 def _parse_all(jobs: list[tuple], workers: int, repo: str) -> list[dict]:
