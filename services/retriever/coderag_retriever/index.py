@@ -37,6 +37,13 @@ class RepoIndex:
     def __len__(self) -> int:
         return len(self.units)
 
+    def history_scores(self, catalog: Catalog, repo: str) -> np.ndarray:
+        """Per-unit history scores, computed on first use: they walk the whole call table, so
+        a repository whose history route is off never pays for them."""
+        if len(self.history) != len(self.units):
+            self.history = history_scores(catalog, repo, self.units)
+        return self.history
+
     def vectors(self) -> np.ndarray:
         """Unit vectors in position order (from the embedding cache), loaded on first use."""
         if self._vectors is None:
@@ -166,7 +173,6 @@ class IndexCache:
             if cached is not None and cached.generation == generation:
                 return cached
             index = build(catalog.units(repo), generation)
-            index.history = history_scores(catalog, repo, index.units)
             index.by_name = name_index(catalog, repo, index)
             for name, positions in index.by_name.items():
                 for part in split_identifier(name.rsplit(".", 1)[-1]):

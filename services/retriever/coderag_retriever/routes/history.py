@@ -9,8 +9,13 @@ from coderag_retriever.query import Query
 
 def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
     """Candidate units by their file's history score."""
-    if not len(index.history) or not query.candidates:
+    if not query.candidates:
         return []
-    scored = [(p, float(index.history[p])) for p in query.candidates if index.history[p] > 0]
+    from coderag.store import get_catalog
+
+    history = index.history_scores(get_catalog(), query.repo)
+    if not len(history):
+        return []
+    scored = [(p, float(history[p])) for p in query.candidates if history[p] > 0]
     scored.sort(key=lambda t: -t[1])
     return scored[:n]
