@@ -339,19 +339,7 @@ def speed(backend: Backend, cases: list[Case], settings: Settings) -> list[str]:
     answerable = [c for c in cases if not c.absent and c.hits]
     for case in answerable[:: max(1, len(answerable) // SPEED_RUNS)][:SPEED_RUNS]:
         lang = case.q["lang"]
-        snippets = [
-            Snippet(
-                h["file"],
-                h["start_line"],
-                h["end_line"],
-                h["symbol"],
-                h["kind"],
-                h.get("signature", ""),
-                h.get("text") or "",
-                calls=h.get("calls", []),
-            )
-            for h in case.hits
-        ]
+        snippets = [Snippet.from_hit(h) for h in case.hits]
         system = prompts.load("system", lang)
         frame = prompts.load("user", lang)
         fixed = backend.count_tokens(system + frame.format(query=case.q["query"], context=""))

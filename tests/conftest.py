@@ -13,6 +13,7 @@ from pathlib import Path
 
 import git
 import pytest
+from fastapi.testclient import TestClient
 
 from coderag import queue
 from coderag.settings import get_settings
@@ -34,6 +35,18 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     queue.drain()
     reset_stores()
     get_settings.cache_clear()
+
+
+def wait_ready(client: TestClient, name: str, timeout: float = 120) -> dict:
+    """Poll a repository over HTTP, draining the in-process queue, until it is ready or failed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        queue.drain()
+        body = client.get(f"/repos/{name}").json()
+        if body["status"] in ("ready", "error"):
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"{name} not ready: {body}")
 
 
 def commit_all(repo: git.Repo, message: str) -> str:

@@ -6,34 +6,21 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag import queue
 from coderag.app import create_app
 from coderag.store import get_catalog, get_vectors
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, wait_ready
 
 
 @pytest.fixture
 def client() -> Iterator[TestClient]:
     with TestClient(create_app()) as c:
         yield c
-
-
-def wait_ready(client: TestClient, name: str, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        queue.drain()
-        body = client.get(f"/repos/{name}").json()
-        if body["status"] in ("ready", "error"):
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"{name} not ready: {body}")
 
 
 @pytest.mark.slow

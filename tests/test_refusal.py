@@ -4,7 +4,6 @@ repository, the extractive backend wrapped to count how often the model would be
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,13 +11,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag import queue
 from coderag.app import create_app
 from coderag.settings import get_settings
 from coderag_generator import api, prompts, refusal
 from coderag_generator.answer import answer_events
 from coderag_generator.backends.base import Prompt
 from coderag_generator.backends.extractive import ExtractiveBackend
+from tests.conftest import wait_ready
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "bench" / "questions"
 
@@ -51,11 +50,7 @@ def client(backend: Counting) -> Iterator[TestClient]:
 
 def index(client: TestClient, path: Path) -> None:
     assert client.post("/repos", json={"name": "s", "path": str(path)}).status_code == 202
-    deadline = time.monotonic() + 120
-    while (state := client.get("/repos/s").json())["status"] not in ("ready", "error"):
-        assert time.monotonic() < deadline, state
-        queue.drain()
-        time.sleep(0.05)
+    state = wait_ready(client, "s")
     assert state["status"] == "ready", state
 
 

@@ -5,14 +5,12 @@ reaches the unit the previous answer was about; bad session ids are a 4xx."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag import queue
 from coderag.app import create_app
 from coderag.settings import get_settings
 from coderag.store import get_catalog
@@ -20,6 +18,7 @@ from coderag_generator import sessions
 from coderag_generator.answer import answer_events
 from coderag_generator.backends.extractive import ExtractiveBackend
 from coderag_generator.sessions import Turn, fit_history, key_terms, prompt_history, rewrite
+from tests.conftest import wait_ready
 
 GO = ("src/go/sample.go", "(*Service).ProcessOrder")
 
@@ -32,11 +31,7 @@ def client() -> Iterator[TestClient]:
 
 def index(client: TestClient, path: Path) -> None:
     assert client.post("/repos", json={"name": "s", "path": str(path)}).status_code == 202
-    deadline = time.monotonic() + 120
-    while (state := client.get("/repos/s").json())["status"] not in ("ready", "error"):
-        assert time.monotonic() < deadline, state
-        queue.drain()
-        time.sleep(0.05)
+    state = wait_ready(client, "s")
     assert state["status"] == "ready", state
 
 

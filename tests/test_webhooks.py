@@ -20,7 +20,7 @@ from coderag.app import create_app
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag_parser.webhooks import normalise_url
-from tests.conftest import commit_all
+from tests.conftest import commit_all, wait_ready
 
 SECRET = "It's a Secret to Everybody"
 GITHUB_VECTOR = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
@@ -69,17 +69,6 @@ def github_push(
 
 def push_payload(url: str, branch: str = "main", sha: str = "a" * 40) -> dict:
     return {"ref": f"refs/heads/{branch}", "after": sha, "repository": {"clone_url": url}}
-
-
-def wait_ready(client: TestClient, name: str, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        queue.drain()
-        body = client.get(f"/repos/{name}").json()
-        if body["status"] in ("ready", "error"):
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"{name} not ready: {body}")
 
 
 def generation(name: str) -> int:

@@ -95,19 +95,7 @@ def answer_events(
             clarify=verdict.clarify,
         )
         return
-    snippets = [
-        Snippet(
-            h["file"],
-            h["start_line"],
-            h["end_line"],
-            h["symbol"],
-            h["kind"],
-            h.get("signature", ""),
-            h.get("text") or "",
-            calls=list(h.get("calls") or []),
-        )
-        for h in hits[: settings.context_units]
-    ]
+    snippets = [Snippet.from_hit(h) for h in hits[: settings.context_units]]
     budget = int(backend.window * BUDGET_SHARE)
     context_text, kept = assemble(snippets, backend.count_tokens, budget)
     context = [(s.file, s.start_line, s.end_line) for s in kept]

@@ -24,6 +24,20 @@ class Snippet:
     text: str
     calls: list[str] = field(default_factory=list)
 
+    @classmethod
+    def from_hit(cls, h: dict) -> Snippet:
+        """The snippet of a retriever hit (``/retrieve``'s JSON)."""
+        return cls(
+            h["file"],
+            h["start_line"],
+            h["end_line"],
+            h["symbol"],
+            h["kind"],
+            h.get("signature", ""),
+            h.get("text") or "",
+            list(h.get("calls") or []),
+        )
+
     @property
     def anchor(self) -> str:
         """The anchor the model must cite."""
