@@ -27,10 +27,10 @@ from coderag_generator.finetune import (
     collate,
     encode,
     end_of_turn,
-    llama_cpp_tools,
     lora_config,
     main,
 )
+from coderag_generator.gguf_tools import llama_cpp_tools
 from coderag_generator.traps import (
     CLARIFY_MARKERS,
     KINDS,
