@@ -12,7 +12,7 @@ import pytest
 from coderag.queue import run_now
 from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog
-from coderag_retriever.expand import is_flow_question
+from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, vote
 from coderag_retriever.search import rank
 from tests.conftest import commit_all
@@ -70,6 +70,32 @@ def test_flow_questions_are_recognised() -> None:
     assert is_flow_question("how does a get call end up sending bytes?")
     assert is_flow_question("从 get 到写出字节的调用链是怎样的？")
     assert not is_flow_question("where is the color blended?")
+
+
+class _Edges:
+    """A call graph given as adjacency, for the pure scoring logic of expand()."""
+
+    def __init__(self, edges: dict[str, list[str]]) -> None:
+        self.edges = edges
+
+    def neighbourhood(self, repo: str, ids: list[str], depth: int) -> dict[str, int]:
+        seen = {u: 0 for u in ids}
+        frontier = list(ids)
+        for d in range(1, depth + 1):
+            frontier = [v for u in frontier for v in self.edges.get(u, []) if v not in seen]
+            seen.update({v: d for v in frontier if v not in seen})
+        return seen
+
+
+def test_expansion_lifts_neighbours_but_never_above_the_first_hit() -> None:
+    graph = _Edges({"top": ["far"], "second": ["near", "top"], "near": ["deep"]})
+    scored = {"top": 1.0, "second": 0.9, "a": 0.8, "b": 0.7, "stranger": 0.5, "near": 0.2}
+    out = expand(graph, "r", scored, depth=1)  # type: ignore[arg-type]
+    assert max(out, key=out.__getitem__) == "top" and out["top"] == 1.0
+    assert out["near"] > out["stranger"] > scored["near"]
+    assert 0 < out["far"] < 1.0 and "deep" not in out
+    assert "deep" in expand(graph, "r", scored, depth=2)  # type: ignore[arg-type]
+    assert expand(graph, "r", scored, depth=0) == scored
 
 
 def test_flow_questions_pull_in_the_whole_chain(tmp_path: Path) -> None:

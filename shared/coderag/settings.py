@@ -107,7 +107,11 @@ class Settings(BaseSettings):
         "tests or expected behaviour.",
     )
     expand_depth: int = Field(
-        2, ge=0, le=3, description="Call-graph hops added for flow questions (0 turns it off)."
+        2,
+        ge=0,
+        le=3,
+        description="Call-graph hops added for flow questions; other questions get one "
+        "(0 turns expansion off).",
     )
     mmr_lambda: float = Field(
         1.0, ge=0.0, le=1.0, description="MMR trade-off of relevance and diversity (1 is off)."

@@ -1,5 +1,10 @@
-"""Call-graph expansion (R8): for questions about a flow, the callers and callees (depth 2) of the
-best hits join the ranking, so every link of a chain can reach the context."""
+"""Call-graph expansion (R8): the callers and callees of the best hits join the ranking.
+
+Every question gets the one-hop neighbours of its five best hits: a function that the top hits
+call, or that calls them, is more likely part of the answer than an equally scored stranger.
+Questions about a flow go ``expand_depth`` hops, so every link of a chain can reach the context.
+The first hit is never displaced, so a lookup question keeps the unit it named.
+"""
 
 from __future__ import annotations
 
@@ -21,18 +26,37 @@ SEEDS = 5
 DECAY = 0.7
 """Score factor per call-graph hop."""
 
+CANDIDATE_SHARE = 0.5
+"""A neighbour the routes already found gains this share of its decayed seed score."""
+
+NEW_SHARE = 0.7
+"""A neighbour no route found enters at this share of its decayed seed score."""
+
 
 def is_flow_question(text: str) -> bool:
     """Whether a question asks how something flows through the code."""
     return FLOW.search(text) is not None
 
 
-def expand(graph: Graph, repo: str, scored: dict[str, float], depth: int = 2) -> dict[str, float]:
-    """Scores with the seeds' call-graph neighbours added at ``seed score × DECAY^hops``."""
-    seeds = sorted(scored, key=lambda u: -scored[u])[:SEEDS]
+def expand(graph: Graph, repo: str, scored: dict[str, float], depth: int = 1) -> dict[str, float]:
+    """Scores raised for the call-graph neighbours (within ``depth`` hops) of the best seeds.
+
+    Neighbours found by the routes add to their own score (two weak signals that agree beat one);
+    new ones enter below their seed. Nothing rises above the first hit.
+    """
+    if not scored or depth < 1:
+        return dict(scored)
+    order = sorted(scored, key=lambda u: -scored[u])
+    first = order[0]
+    ceiling = scored[first] * 0.999
     out = dict(scored)
-    for seed in seeds:
+    for seed in order[:SEEDS]:
         for unit, hops in graph.neighbourhood(repo, [seed], depth).items():
-            if hops:
-                out[unit] = max(out.get(unit, 0.0), scored[seed] * DECAY**hops)
+            if not hops or unit == first:
+                continue
+            gain = scored[seed] * DECAY**hops
+            if unit in scored:
+                out[unit] = min(out[unit] + CANDIDATE_SHARE * gain, ceiling)
+            else:
+                out[unit] = min(max(out.get(unit, 0.0), NEW_SHARE * gain), ceiling)
     return out

@@ -32,8 +32,8 @@ class Ranked:
 def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
     """The ``top_k`` best units of a repository for a question.
 
-    Routes → (history over their candidates) → fusion → test penalty → call-graph expansion for
-    flow questions → optional cross-encoder rerank → MMR → top_k.
+    Routes → (history over their candidates) → fusion → test penalty → call-graph expansion
+    (one hop, or ``expand_depth`` for flow questions) → optional cross-encoder rerank → MMR → top_k.
     """
     catalog = get_catalog()
     index = get_index_cache().get(catalog, repo)
@@ -62,12 +62,12 @@ def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
         if unit.is_test and not query.about_tests:
             score *= settings.test_penalty
         scores[pos] = score
-    if settings.expand_depth and is_flow_question(text):
+    if settings.expand_depth:
         by_id = expand(
             Graph(catalog.db),
             repo,
             {index.ids[p]: s for p, s in scores.items()},
-            settings.expand_depth,
+            settings.expand_depth if is_flow_question(text) else 1,
         )
         scores = {index.position[u]: s for u, s in by_id.items() if u in index.position}
     order = sorted(scores, key=lambda p: -scores[p])[:POOL]
