@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coderag.settings import Settings
+from coderag_generator.backends.extractive import quoted
 from coderag_generator.citations import INVALID_MARK, check
 from coderag_generator.context import Snippet, assemble
 from coderag_retriever.fuse import rrf
@@ -75,3 +76,16 @@ def test_context_reads_callers_before_callees_with_relation_notes() -> None:
     assert [s.symbol for s in kept] == ["get", "send", "write", "other"]
     assert "[relation] get calls send" in text and "[relation] send calls write" in text
     assert text.index("(function get:") < text.index("(function write:")
+
+
+def test_extractive_quotes_the_best_unit_and_its_call_links() -> None:
+    hits = [
+        {"symbol": "send", "calls": ["build"]},
+        {"symbol": "unrelated", "calls": []},
+        {"symbol": "build", "calls": ["encode"]},
+        {"symbol": "caller", "calls": ["send"]},
+    ]
+    assert [h["symbol"] for h in quoted(hits)] == ["send", "build"]
+    assert [h["symbol"] for h in quoted([hits[0], hits[3], hits[2]])] == ["send", "caller", "build"]
+    assert [h["symbol"] for h in quoted(hits[1:2])] == ["unrelated"]
+    assert quoted([]) == []
