@@ -17,18 +17,16 @@ from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag_embedder.encoder import Encoder, unit_text
-from coderag_embedder.finetune import (
-    SUMMARY_FILE,
+from coderag_embedder.evaluation import evaluate
+from coderag_embedder.finetune import main
+from coderag_embedder.pairs import (
     Pair,
-    evaluate,
     head_of,
-    main,
     mine_pairs,
-    nt_xent,
     retriever_hard_negatives,
     split_by_symbol,
-    train,
 )
+from coderag_embedder.training import SUMMARY_FILE, nt_xent, train
 from coderag_parser.units import parse_source
 from tests.conftest import commit_all
 from tests.tinymodels import build_tiny_roberta

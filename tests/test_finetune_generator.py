@@ -20,25 +20,12 @@ from coderag.store import get_catalog
 from coderag_generator import prompts
 from coderag_generator.backends import get_backend
 from coderag_generator.backends.hf import HFBackend
-from coderag_generator.finetune import (
-    GGUF_FILE,
-    SUMMARY_FILE,
-    answer_loss,
-    collate,
-    encode,
-    end_of_turn,
-    lora_config,
-    main,
-)
+from coderag_generator.chat_tokens import collate, encode, end_of_turn
+from coderag_generator.compliance import CLARIFY_MARKERS, NEGATIONS, cites_target, comply
+from coderag_generator.finetune import GGUF_FILE, SUMMARY_FILE, main
 from coderag_generator.gguf_tools import llama_cpp_tools
-from coderag_generator.traps import (
-    CLARIFY_MARKERS,
-    KINDS,
-    NEGATIONS,
-    build_traps,
-    cites_target,
-    comply,
-)
+from coderag_generator.training import answer_loss, lora_config
+from coderag_generator.traps import KINDS, build_traps
 from tests.tinymodels import build_tiny_qwen2, build_tiny_roberta
 
 _HAN = re.compile(r"[\u3400-\u9fff]")

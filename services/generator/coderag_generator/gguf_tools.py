@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from coderag_generator.traps import Sample
+from coderag_generator.samples import Sample
 
 LLAMA_CPP_PYTHON = "0.3.36"
 """llama-cpp-python whose vendored llama.cpp converts the adapter (the installed one wins)."""
