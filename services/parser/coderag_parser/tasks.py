@@ -107,9 +107,12 @@ def _parse_all(jobs: list[tuple], workers: int, repo: str) -> list[dict]:
                 progress.report(repo, "parsing", i, len(jobs))
     except BrokenProcessPool:
         # A worker died (out of memory, or a host program without a __main__ guard): finish here.
-        log.warning("parser pool broke after %d of %d files; parsing the rest in-process",
-                    len(results), len(jobs))
-        for job in jobs[len(results):]:
+        log.warning(
+            "parser pool broke after %d of %d files; parsing the rest in-process",
+            len(results),
+            len(jobs),
+        )
+        for job in jobs[len(results) :]:
             results.append(parse_file(job))
     return results
 
