@@ -15,6 +15,7 @@ from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import VectorStore, make_client
+from coderag_embedder.encoder import get_encoder
 from coderag_retriever.search import rank
 
 QUEUES = ("parser", "embedder", "retriever")
@@ -79,3 +80,8 @@ def test_reindex_restores_missing_vectors(sample_repo: Path) -> None:
     get_vectors().drop("heal")  # as if the embedder had failed after the parser recorded files
     run_now("coderag_parser.tasks.index_repo", {"repo": "heal"})
     assert get_vectors().count("heal") == units
+    unit_ids = {u.id for u in get_catalog().units("heal")}
+    get_vectors().delete("heal", [sorted(unit_ids)[0]])
+    get_vectors().upsert("heal", ["orphan"], get_encoder().encode(["gone"]), [{"file": "gone.py"}])
+    run_now("coderag_parser.tasks.index_repo", {"repo": "heal"})
+    assert get_vectors().ids("heal") == unit_ids, "the missing vector back, the orphan gone"

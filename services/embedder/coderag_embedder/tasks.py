@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 REFRESH_JOB = "coderag_retriever.tasks.refresh_repo"
 """Job that rebuilds the retriever's in-memory indexes and marks the repository ready."""
 
+FILES_BY_QUERY = 64
+"""Up to this many changed files are read one query each; more, and all units are read once."""
+
 CHUNK_UNITS = 256
 """Units encoded and written per step, so progress moves and memory stays flat."""
 
@@ -28,36 +31,25 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
     name = payload["repo"]
     catalog = get_catalog()
     vectors = get_vectors()
+    commit = payload.get("commit") or ""
     try:
         catalog.get_repo(name)
         encoder = get_encoder()
-        changed = set(payload.get("files", []))
-        stored = vectors.ids(name)
-        # Units of unchanged files whose vectors are missing (an earlier run failed) come too,
-        # so a reindex always converges to one vector per unit.
-        units = [u for u in catalog.units(name) if u.file in changed or u.id not in stored]
-        commit = payload.get("commit") or ""
-        texts = {u.id: unit_text(u) for u in units}
-        keys = {uid: text_key(t) for uid, t in texts.items()}
-        known = cache.lookup(catalog, encoder.name, list(keys.values()))
-        encoded = 0
-        for start in range(0, len(units), CHUNK_UNITS):
-            chunk = units[start : start + CHUNK_UNITS]
-            todo = {keys[u.id]: texts[u.id] for u in chunk if keys[u.id] not in known}
-            if todo:
-                fresh = encoder.encode(list(todo.values()))
-                new = dict(zip(todo, fresh, strict=True))
-                cache.store(catalog, encoder.name, new)
-                known.update(new)
-                encoded += len(todo)
-            vectors.upsert(
-                name,
-                [u.id for u in chunk],
-                np.stack([known[keys[u.id]] for u in chunk]),
-                [_metadata(u, commit) for u in chunk],
-            )
-            progress.report(name, "embedding", start + len(chunk), len(units))
+        changed = sorted(set(payload.get("files", [])))
+        # A one-file push reads only that file's units; for the rest only ids are compared, so a
+        # reindex still converges to exactly one vector per unit after an earlier run failed.
+        if len(changed) > FILES_BY_QUERY:
+            wanted = set(changed)
+            units = [u for u in catalog.units(name) if u.file in wanted]
+        else:
+            units = catalog.units(name, changed)
+        encoded = _embed(name, units, commit, encoder)
         vectors.delete(name, payload.get("stale_ids", []))
+        stored, every = vectors.ids(name), catalog.unit_ids(name)
+        missing = list(catalog.units_by_id(every - stored).values())
+        encoded += _embed(name, missing, commit, encoder)
+        units += missing
+        vectors.delete(name, sorted(stored - every))
         catalog.get_repo(name)
     except NotFound:
         vectors.drop(name)  # deleted while we wrote: leave no vectors behind
@@ -69,6 +61,32 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
     out = {**payload, "units": len(units), "encoded": encoded, "cached": len(units) - encoded}
     enqueue(REFRESH_JOB, out)
     return out
+
+
+def _embed(name: str, units: list[Any], commit: str, encoder: Any) -> int:
+    """Write the units' vectors, encoding only what the cache lacks; returns how many it encoded."""
+    catalog = get_catalog()
+    texts = {u.id: unit_text(u) for u in units}
+    keys = {uid: text_key(t) for uid, t in texts.items()}
+    known = cache.lookup(catalog, encoder.name, list(keys.values()))
+    encoded = 0
+    for start in range(0, len(units), CHUNK_UNITS):
+        chunk = units[start : start + CHUNK_UNITS]
+        todo = {keys[u.id]: texts[u.id] for u in chunk if keys[u.id] not in known}
+        if todo:
+            fresh = encoder.encode(list(todo.values()))
+            new = dict(zip(todo, fresh, strict=True))
+            cache.store(catalog, encoder.name, new)
+            known.update(new)
+            encoded += len(todo)
+        get_vectors().upsert(
+            name,
+            [u.id for u in chunk],
+            np.stack([known[keys[u.id]] for u in chunk]),
+            [_metadata(u, commit) for u in chunk],
+        )
+        progress.report(name, "embedding", start + len(chunk), len(units))
+    return encoded
 
 
 def _metadata(u: Any, commit: str) -> dict[str, Any]:

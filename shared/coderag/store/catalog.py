@@ -221,6 +221,10 @@ class Catalog:
             out += [unit_from_row(r) for r in rows]
         return out
 
+    def unit_ids(self, repo: str) -> set[str]:
+        """Ids of a repository's units."""
+        return {r[0] for r in self.db.read("SELECT id FROM units WHERE repo=?", (repo,))}
+
     def units_by_id(self, ids: Iterable[str]) -> dict[str, Unit]:
         """Units with the given ids."""
         ids = list(ids)
