@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from coderag.queue import run_now
+from coderag.schemas import Unit
 from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog
 from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, vote
+from coderag_retriever.index import bm25_scores, build
 from coderag_retriever.search import rank
 from tests.conftest import commit_all
 from tests.tinymodels import build_tiny_roberta
@@ -166,3 +168,23 @@ def test_cross_encoder_rerank_from_a_local_directory(tmp_path: Path) -> None:
         r.unit.id for r in rank("rr", "send a request", 50, get_settings())
     }
     assert len(ranked) == len(plain) == 5
+
+
+def test_a_new_generation_tokenizes_only_changed_units() -> None:
+    def unit(text: str) -> Unit:
+        return Unit(
+            repo="r",
+            file="a.py",
+            start_line=1,
+            end_line=2,
+            symbol="f",
+            kind="function",
+            language="python",
+            text=text,
+        )
+
+    old = build([unit("def f(): return redirect()"), unit("def g(): pass")], 1)
+    stale = {key: ["poisoned"] for key in old.documents}
+    new = build([unit("def f(): return redirect()"), unit("def g(): return timeout")], 2, stale)
+    assert bm25_scores(new, ["poisoned"], 5) != [], "an unchanged unit reuses its tokens"
+    assert [p for p, _ in bm25_scores(new, ["timeout"], 5)] == [1], "a changed one is re-read"

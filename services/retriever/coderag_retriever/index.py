@@ -32,6 +32,7 @@ class RepoIndex:
     by_name: dict[str, list[int]] = field(default_factory=dict)
     history: np.ndarray = field(default_factory=lambda: np.zeros(0))
     labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    documents: dict[tuple[str, str], list[str]] = field(default_factory=dict, repr=False)
     _vectors: np.ndarray | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
@@ -124,10 +125,19 @@ def name_index(catalog: Catalog, repo: str, index: RepoIndex) -> dict[str, list[
     return {k: sorted(v) for k, v in names.items()}
 
 
-def build(units: list[Unit], generation: int) -> RepoIndex:
-    """Index a repository's units."""
+def build(
+    units: list[Unit], generation: int, known: dict[tuple[str, str], list[str]] | None = None
+) -> RepoIndex:
+    """Index a repository's units; ``known`` holds keyword documents of an earlier generation,
+    by (file, content hash), so a one-file update tokenizes only that file's units."""
     ids = [u.id for u in units]
-    docs = [keyword_document(u) for u in units]
+    known = known or {}
+    documents: dict[tuple[str, str], list[str]] = {}
+    docs = []
+    for u in units:
+        key = (u.file, u.content_hash)
+        documents[key] = doc = known[key] if key in known else keyword_document(u)
+        docs.append(doc)
     bm25 = None
     if any(docs):
         bm25 = bm25s.BM25()
@@ -145,6 +155,7 @@ def build(units: list[Unit], generation: int) -> RepoIndex:
         bm25=bm25,
         symbol_tokens=symbols,
         by_symbol_token=dict(by_token),
+        documents=documents,
     )
 
 
@@ -172,7 +183,8 @@ class IndexCache:
             cached = self._indexes.get(repo)
             if cached is not None and cached.generation == generation:
                 return cached
-            index = build(catalog.units(repo), generation)
+            known = cached.documents if cached is not None else None
+            index = build(catalog.units(repo), generation, known)
             index.by_name = name_index(catalog, repo, index)
             for name, positions in index.by_name.items():
                 for part in split_identifier(name.rsplit(".", 1)[-1]):
