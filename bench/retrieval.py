@@ -31,7 +31,7 @@ from fetch import corpus_root, load_corpora  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
-from coderag_embedder.encoder import get_encoder  # noqa: E402
+from coderag_embedder.encoder import get_encoders  # noqa: E402
 from coderag_parser.files import indexable, read_source, walk  # noqa: E402
 from coderag_retriever.index import get_index_cache  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
@@ -101,7 +101,10 @@ class Baselines:
         )
         t = time.perf_counter()
         self.chunks = chunks(root)
-        self.chunk_vecs = get_encoder().encode([c[3] for c in self.chunks])
+        self.encoders = get_encoders()
+        self.chunk_vecs = {
+            space: enc.encode([c[3] for c in self.chunks]) for space, enc in self.encoders.items()
+        }
         self.chunk_embed_s = time.perf_counter() - t
 
     def bm25_rank(self, query: str) -> list[tuple[str, int, int]]:
@@ -112,14 +115,14 @@ class Baselines:
         docs, scores = self.bm25.retrieve(tokens, k=min(K, len(self.units)), show_progress=False)
         return [self.units[d] for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
 
-    def vector_rank(self, query: str) -> list[tuple[str, int, int]]:
-        """Top chunks by cosine similarity."""
-        q = get_encoder().encode([query])[0]
-        order = np.argsort(-(self.chunk_vecs @ q))[:K]
+    def vector_rank(self, query: str, space: str = "vector") -> list[tuple[str, int, int]]:
+        """Top chunks by cosine similarity under one encoder."""
+        q = self.encoders[space].encode_query([query])[0]
+        order = np.argsort(-(self.chunk_vecs[space] @ q))[:K]
         return [self.chunks[i][:3] for i in order]
 
 
-ROUTE_NAMES = ("vector", "keyword", "symbol", "exact", "cluster")
+ROUTE_NAMES = ("vector", "vector2", "keyword", "symbol", "exact", "cluster")
 """Routes that rank on their own (history only reorders the others' candidates)."""
 
 
@@ -136,7 +139,7 @@ def systems(settings: Settings) -> dict[str, Settings]:
         rows[f"route: {route} only"] = settings.model_copy(
             update={"route_weights": _weights(settings, **only)}
         )
-    for route in ("vector", "keyword", "symbol", "exact"):
+    for route in ("vector", "vector2", "keyword", "symbol", "exact"):
         rows[f"fused without {route}"] = settings.model_copy(
             update={"route_weights": _weights(settings, **{route: 0.0})}
         )
@@ -203,6 +206,10 @@ def evaluate(corpora: list[dict]) -> str:
                 runs[label] = [(r.unit.file, r.unit.start_line, r.unit.end_line) for r in ranked]
             runs["baseline: BM25 over units"] = base.bm25_rank(q["query"])
             runs["baseline: vector RAG, 1000-char chunks"] = base.vector_rank(q["query"])
+            if "vector2" in base.encoders:
+                runs["baseline: vector RAG, 1000-char chunks, second encoder"] = base.vector_rank(
+                    q["query"], "vector2"
+                )
             if MISSES is not None:
                 r = first_rank(runs["coderag (fused)"], q["gold"])
                 if r is None or r > 5:

@@ -122,8 +122,9 @@ def test_reindex_only_embeds_what_changed(client: TestClient, sample_repo: Path)
     assert not catalog.units("s", ["src/java/Sample.java"])
     assert before - java_ids == after  # line ranges kept: same unit ids, vectors replaced in place
     assert len(after) == second["units"]
-    # only the one edited method was encoded again
-    assert catalog.db.read("SELECT COUNT(*) FROM embed_cache")[0][0] == cached + 1
+    # only the one edited method was encoded again, once per encoder
+    assert catalog.db.read("SELECT COUNT(*) FROM embed_cache")[0][0] == cached + 2
+    assert get_vectors().ids("s", "vector2") == after
     hits = client.post("/search", json={"query": "orders-v2 name", "repo": "s"}).json()["results"]
     assert hits[0]["symbol"] == "Service.Name"
 

@@ -10,6 +10,7 @@ import git
 
 from coderag.queue import run_now
 from coderag.store import get_catalog, get_vectors
+from coderag_embedder.encoder import get_encoders
 from tests.conftest import FIXTURES, commit_all
 
 INDEX = "coderag_parser.tasks.index_repo"
@@ -47,7 +48,8 @@ def snapshot(repo: str) -> dict:
             tuple(r) for r in cat.db.read("SELECT file, module FROM imports WHERE repo=?", (repo,))
         ),
     }
-    assert get_vectors().ids(repo) == set(key), "one vector per unit, none orphaned"
+    for space in get_encoders():
+        assert get_vectors().ids(repo, space) == set(key), f"{space}: one vector per unit"
     return rows
 
 
@@ -72,7 +74,7 @@ def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
     before = cached()
     out = run_now(INDEX, {"repo": "inc"})
     assert not out["full_walk"] and out["files"] == ["go/sample.go"]
-    assert cached() == before + 1  # only the edited method was encoded
+    assert cached() == before + len(get_encoders())  # only the edited method was encoded
     name_unit = next(u for u in cat.units("inc", ["go/sample.go"]) if u.symbol == "Service.Name")
     assert name_unit.last_commit == edit and name_unit.last_author == "Ada"
     other = next(u for u in cat.units("inc", ["go/sample.go"]) if u.symbol == "NewService")
@@ -88,7 +90,8 @@ def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
     assert not out["full_walk"]
     assert sorted(out["files"]) == ["python/refunds.py", "typescript/client.ts"]
     assert out["removed"] == ["java/Sample.java", "typescript/sample.ts"]
-    assert cached() == before + 1  # only refund(): the renamed file's units hit the cache
+    # only refund() is encoded (by each encoder): the renamed file's units hit the cache
+    assert cached() == before + len(get_encoders())
     assert {u.symbol for u in cat.units("inc", ["typescript/client.ts"])} >= {"UserClient.load"}
 
     # 3. uncommitted edits are indexed, and reverting them is noticed

@@ -12,7 +12,7 @@ import pytest
 from coderag.queue import run_now
 from coderag.schemas import Unit
 from coderag.settings import Settings, get_settings
-from coderag.store import get_catalog
+from coderag.store import get_catalog, get_vectors
 from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, vote
 from coderag_retriever.index import bm25_scores, build
@@ -188,3 +188,32 @@ def test_a_new_generation_tokenizes_only_changed_units() -> None:
     new = build([unit("def f(): return redirect()"), unit("def g(): return timeout")], 2, stale)
     assert bm25_scores(new, ["poisoned"], 5) != [], "an unchanged unit reuses its tokens"
     assert [p for p, _ in bm25_scores(new, ["timeout"], 5)] == [1], "a changed one is re-read"
+
+
+def test_second_encoder_feeds_the_vector2_route(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {
+        "cache.py": 'def evict_oldest(entries):\n    """Drop the least recently used entry."""\n'
+        "    return entries[1:]\n",
+        "colors.py": CHAIN["colors.py"],
+    }
+    _index(tmp_path, files, "two")
+    only_second = get_settings().model_copy(update={"route_weights": "vector2:1"})
+    top = rank("two", "缓存满了以后删除最旧的条目", 2, only_second)
+    assert top[0].unit.symbol == "evict_oldest" and top[0].routes == {"vector2": 1}
+    assert get_vectors().count("two", "vector2") == get_catalog().get_repo("two").units
+
+    monkeypatch.setenv("CODERAG_EMBED_MODEL_2", "")
+    get_settings.cache_clear()
+    run_now("coderag_parser.tasks.index_repo", {"repo": "two"})
+    assert get_vectors().count("two", "vector2") == 0, "a switched-off encoder leaves no vectors"
+    assert (
+        rank(
+            "two",
+            "evict oldest",
+            2,
+            get_settings().model_copy(update={"route_weights": "vector2:1"}),
+        )
+        == []
+    )

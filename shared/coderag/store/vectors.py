@@ -1,4 +1,5 @@
-"""Chroma: one cosine collection per repository, embedded by default or a server in compose.
+"""Chroma: one cosine collection per repository and vector space (one per encoder), embedded by
+default or a server in compose.
 
 Embeddings are always passed in, never computed by Chroma (its default function reaches the
 network), and a collection is dropped whole with its repository so no vector is orphaned.
@@ -15,7 +16,10 @@ from urllib.parse import urlparse
 from coderag.errors import Unavailable
 
 COLLECTION_PREFIX = "repo_"
-"""Collection name of repository ``r`` is ``repo_r``."""
+"""Collection name of repository ``r`` in the main space (``vector``) is ``repo_r``."""
+
+SPACE_PREFIXES = {"vector": COLLECTION_PREFIX, "vector2": "vector2_"}
+"""Collection-name prefix per vector space (distinct, so no two collections share a name)."""
 
 
 def make_client(chroma_url: str | None, data_dir: Path) -> Any:
@@ -42,8 +46,8 @@ class VectorStore:
         self.client = client
         self._lock = threading.Lock()
 
-    def _collection(self, repo: str, create: bool = True) -> Any:
-        name = COLLECTION_PREFIX + repo
+    def _collection(self, repo: str, create: bool = True, space: str = "vector") -> Any:
+        name = SPACE_PREFIXES[space] + repo
         try:
             if create:
                 return self.client.get_or_create_collection(
@@ -61,11 +65,12 @@ class VectorStore:
         ids: Sequence[str],
         vectors: Sequence[Sequence[float]],
         metadatas: Sequence[dict[str, Any]],
+        space: str = "vector",
     ) -> None:
         """Write vectors with their metadata, replacing any with the same id."""
         if not ids:
             return
-        col = self._collection(repo)
+        col = self._collection(repo, space=space)
         step = 2000
         for i in range(0, len(ids), step):
             col.upsert(
@@ -74,15 +79,17 @@ class VectorStore:
                 metadatas=list(metadatas[i : i + step]),
             )
 
-    def delete(self, repo: str, ids: Sequence[str]) -> None:
+    def delete(self, repo: str, ids: Sequence[str], space: str = "vector") -> None:
         """Delete vectors by unit id."""
-        col = self._collection(repo, create=False)
+        col = self._collection(repo, create=False, space=space)
         if col is not None and ids:
             col.delete(ids=list(ids))
 
-    def query(self, repo: str, vector: Sequence[float], n: int) -> list[tuple[str, float]]:
+    def query(
+        self, repo: str, vector: Sequence[float], n: int, space: str = "vector"
+    ) -> list[tuple[str, float]]:
         """Nearest units as (id, cosine similarity), best first."""
-        col = self._collection(repo, create=False)
+        col = self._collection(repo, create=False, space=space)
         if col is None:
             return []
         count = col.count()
@@ -95,23 +102,24 @@ class VectorStore:
         )
         return [(i, 1.0 - d) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
 
-    def ids(self, repo: str) -> set[str]:
+    def ids(self, repo: str, space: str = "vector") -> set[str]:
         """Every vector id stored for a repository."""
-        col = self._collection(repo, create=False)
+        col = self._collection(repo, create=False, space=space)
         if col is None:
             return set()
         return set(col.get(include=[])["ids"])
 
-    def count(self, repo: str) -> int:
+    def count(self, repo: str, space: str = "vector") -> int:
         """Number of vectors stored for a repository."""
-        col = self._collection(repo, create=False)
+        col = self._collection(repo, create=False, space=space)
         return 0 if col is None else col.count()
 
-    def drop(self, repo: str) -> None:
-        """Delete the repository's whole collection."""
+    def drop(self, repo: str, space: str | None = None) -> None:
+        """Delete the repository's collection in one space, or in every space."""
         with self._lock:
-            if self._collection(repo, create=False) is not None:
-                self.client.delete_collection(COLLECTION_PREFIX + repo)
+            for name in [space] if space else SPACE_PREFIXES:
+                if self._collection(repo, create=False, space=name) is not None:
+                    self.client.delete_collection(SPACE_PREFIXES[name] + repo)
 
     def heartbeat(self) -> bool:
         """Whether Chroma answers."""

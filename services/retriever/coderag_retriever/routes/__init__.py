@@ -7,10 +7,11 @@ from coderag_retriever.routes.exact import rank as exact
 from coderag_retriever.routes.history import rank as history
 from coderag_retriever.routes.keyword import rank as keyword
 from coderag_retriever.routes.symbol import rank as symbol
-from coderag_retriever.routes.vector import rank as vector
+from coderag_retriever.routes.vector import route as vector_route
 
 ROUTES = {
-    "vector": vector,
+    "vector": vector_route("vector"),
+    "vector2": vector_route("vector2"),
     "keyword": keyword,
     "symbol": symbol,
     "exact": exact,

@@ -17,8 +17,10 @@ def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
     labels = index.labels
     if not len(labels) or labels.max() < 0:
         return []
-    vectors = index.vectors()
     q = query.vector()
+    if q is None:
+        return []
+    vectors = index.vectors()
     names = [c for c in np.unique(labels) if c >= 0]
     centroids = np.stack([vectors[labels == c].mean(axis=0) for c in names])
     centroids /= np.linalg.norm(centroids, axis=1, keepdims=True) + 1e-9
