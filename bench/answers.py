@@ -54,7 +54,7 @@ from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E40
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble  # noqa: E402
 from coderag_retriever.search import rank, to_hit  # noqa: E402
 
-GATE_GRID = [i / 100 for i in range(61)]
+GATE_GRID = [i / 1000 for i in range(1001)]
 """Score-gate thresholds tried in calibration."""
 
 MAX_FALSE_REFUSALS = 0.10

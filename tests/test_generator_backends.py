@@ -245,7 +245,7 @@ def test_openai_streams_from_a_real_server(llama_server: str) -> None:
         "kind": "function",
         "text": text,
     }
-    settings = get_settings().model_copy(update={"max_new_tokens": 24})
+    settings = get_settings().model_copy(update={"max_new_tokens": 24, "score_gate": 0.0})
     events = list(answer_events("How is an order created?", [hit], backend, settings, lambda _: 2))
     names = [e.name for e in events]
     assert names[0] == "prompt" and "token" in names and names[-1] == "done"

@@ -89,3 +89,19 @@ def test_extractive_quotes_the_best_unit_and_its_call_links() -> None:
     assert [h["symbol"] for h in quoted([hits[0], hits[3], hits[2]])] == ["send", "caller", "build"]
     assert [h["symbol"] for h in quoted(hits[1:2])] == ["unrelated"]
     assert quoted([]) == []
+
+
+def test_score_gate_defaults_follow_the_encoder_it_reads() -> None:
+    assert Settings().gate() == 0.86  # the packaged multilingual-e5-small second encoder
+    assert Settings(embed_model_2="").gate() == 0.39  # MiniLM alone
+    assert Settings(embed_model_2="/models/mine").gate() == 0.0  # uncalibrated: off
+    assert Settings(score_gate=0.5).gate() == 0.5 and Settings(score_gate=0).gate() == 0.0
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [("vectr:1", "unknown route 'vectr'"), ("keyword", "not route:weight"), ("exact:-1", ">= 0")],
+)
+def test_route_weights_are_checked(weights: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Settings(route_weights=weights)

@@ -124,7 +124,13 @@ def test_rules_answer_before_the_model_and_the_gate_refuses(
     assert [name for name, _ in stream] == ["retrieval", "done"]
     assert stream[-1][1]["reason"] == "score_gate" and stream[-1][1]["took_ms"] > 0
     assert backend.renders == renders
+    search = client.post("/search", json={"query": query, "repo": "s"}).json()
+    assert search["results"] == [] and search["below_gate"] is True
+    named = client.post("/search", json={"query": "ProcessOrder", "repo": "s"}).json()
+    assert named["results"] and not named["below_gate"], "a named identifier passes the gate"
     set_gate(monkeypatch, best - 0.01)
+    search = client.post("/search", json={"query": query, "repo": "s"}).json()
+    assert search["results"] and search["below_gate"] is False
     stream = events(client, query)
     assert stream[-1][0] == "done" and stream[-1][1]["citations"], stream[-1]
     assert [name for name, _ in stream[:2]] == ["retrieval", "prompt"]
@@ -150,7 +156,8 @@ def test_relations_reach_the_prompt_callers_first() -> None:
 
     backend = Counting()
     hits = [hit("save", 1, []), hit("handle", 10, ["save"])]
-    done = list(answer_events("how is it saved?", hits, backend, get_settings(), lambda _: 20))
+    no_gate = get_settings().model_copy(update={"score_gate": 0.0})  # hand-made similarities
+    done = list(answer_events("how is it saved?", hits, backend, no_gate, lambda _: 20))
     assert backend.last is not None
     text = backend.last.messages[-1]["content"]
     assert "[relation] handle calls save" in text

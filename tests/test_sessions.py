@@ -175,9 +175,10 @@ def test_history_goes_into_the_prompt_within_budget() -> None:
         "text": "def create():\n    pass",
     }
     backend = ExtractiveBackend()
+    no_gate = get_settings().model_copy(update={"score_gate": 0.0})  # a hand-made hit
 
     def prompt_tokens(past: list[dict[str, str]]) -> int:
-        events = answer_events("and the tests?", [hit], backend, get_settings(), lambda _: 2, past)
+        events = answer_events("and the tests?", [hit], backend, no_gate, lambda _: 2, past)
         return next(e for e in events if e.name == "prompt").data["input_tokens"]
 
     extra = sum(len(m["content"].split()) for m in history)

@@ -121,6 +121,11 @@ class SearchResponse(BaseModel):
 
     results: list[SearchHit]
     took_ms: float
+    below_gate: bool = Field(
+        False,
+        description="True when even the best hit is under the score gate: nothing relevant was "
+        "found, so results is empty.",
+    )
 
 
 class AskRequest(BaseModel):

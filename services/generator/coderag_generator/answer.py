@@ -82,7 +82,7 @@ def answer_events(
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
     turns of the session as chat messages, the most recent of which go into the prompt."""
     lang = language(query)
-    verdict = refusal.screen(query, lang) or refusal.gate(query, hits, lang, settings.score_gate)
+    verdict = refusal.screen(query, lang) or refusal.gate(query, hits, lang, settings.gate())
     if verdict is not None:  # decided by rules: the model is never asked
         yield _done(
             verdict.answer,

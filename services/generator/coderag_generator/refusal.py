@@ -233,6 +233,12 @@ def missing_terms(query: str, hits: Sequence[dict[str, Any]]) -> list[str]:
     return missing
 
 
+def names_code(hits: Sequence[dict[str, Any]]) -> bool:
+    """Whether the exact-identifier route found a hit: the question names something the code
+    defines, however unlike its wording the code's embedding is."""
+    return any("exact" in (h.get("routes") or {}) for h in hits)
+
+
 def best_similarity(hits: Sequence[dict[str, Any]]) -> float:
     """The highest cosine similarity of the vector route among the hits (0 when none has one)."""
     return max((h.get("similarity") or 0.0 for h in hits), default=0.0)
@@ -241,16 +247,18 @@ def best_similarity(hits: Sequence[dict[str, Any]]) -> float:
 def gate(
     query: str, hits: Sequence[dict[str, Any]], lang: str, score_gate: float
 ) -> Verdict | None:
-    """Refuse when the hits cannot hold the answer: none at all, the best similarity below
-    ``score_gate`` (0 turns that check off), or a named term that no hit mentions."""
+    """Refuse when the hits cannot hold the answer: none at all, a named term that no hit
+    mentions (checked first: its refusal says what is missing), or the best similarity below
+    ``score_gate`` (0 turns that check off) unless the question names an identifier of the
+    code."""
     if not hits:
         return Verdict(prompts.load("no_context", lang), True, False, NO_HITS)
-    if score_gate > 0 and best_similarity(hits) < score_gate:
-        return Verdict(prompts.load("no_context", lang), True, False, SCORE_GATE)
     if missing := missing_terms(query, hits):
         sep = "、" if lang == "zh" else ", "
         terms = sep.join(missing)
         return Verdict(
             prompts.load("absent_term", lang).format(terms=terms), True, False, ABSENT_TERM
         )
+    if score_gate > 0 and best_similarity(hits) < score_gate and not names_code(hits):
+        return Verdict(prompts.load("no_context", lang), True, False, SCORE_GATE)
     return None

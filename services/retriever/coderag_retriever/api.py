@@ -13,7 +13,7 @@ from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, requir
 from coderag.errors import InvalidInput
 from coderag.schemas import SearchHit, SearchRequest, SearchResponse
 from coderag.store.graph import Graph
-from coderag_retriever.search import rank, to_hit
+from coderag_retriever.search import below_gate, rank, to_hit
 
 router = APIRouter(tags=["search"])
 
@@ -25,7 +25,8 @@ async def lifespan(_: FastAPI):
 
 
 class RetrievedHit(SearchHit):
-    """A hit with the cosine similarity of its vector route, for the generator's gate."""
+    """A hit with its cosine similarity to the question (second encoder when it runs, else the
+    main one), for the generator's gate."""
 
     similarity: float | None = None
     calls: list[str] = Field(default_factory=list)
@@ -53,7 +54,9 @@ def search(
     """The best units for a query, best first."""
     start = time.perf_counter()
     query = _check(body, settings, catalog)
-    hits = [to_hit(r) for r in rank(body.repo, query, body.top_k, settings)]
+    ranked = rank(body.repo, query, body.top_k, settings)
+    gated = below_gate(ranked, settings.gate())
+    hits = [] if gated else [to_hit(r) for r in ranked]
     took = (time.perf_counter() - start) * 1000
     audit.record(
         catalog,
@@ -66,7 +69,7 @@ def search(
         response_ms=took,
         status="ok",
     )
-    return SearchResponse(results=hits, took_ms=round(took, 2))
+    return SearchResponse(results=hits, took_ms=round(took, 2), below_gate=gated)
 
 
 @router.post("/retrieve")

@@ -50,7 +50,9 @@ def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
     for name, route in PRIOR_ROUTES.items():
         if weights.get(name, 0.0) > 0:
             rankings[name] = route(query, index, settings.route_depth)
-    sims = dict(rankings.get("vector", []))
+    # The gate reads the second encoder's cosines when it runs: they separate questions the code
+    # cannot answer better than the main encoder's (docs/BENCHMARKS.md, score gate).
+    sims = dict(rankings.get("vector2") or rankings.get("vector") or [])
     if settings.fusion == "vote":
         fused = vote(rankings, weights)
     else:
@@ -80,6 +82,14 @@ def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
         Ranked(index.units[p], scores[p], routes.get(p, {"graph": 1}), sims.get(p))
         for p in order[:top_k]
     ]
+
+
+def below_gate(ranked: list[Ranked], gate: float) -> bool:
+    """Whether nothing relevant was found: the best similarity is under the gate and no hit came
+    from the exact-identifier route (a named identifier is relevant however it is worded)."""
+    if gate <= 0 or not ranked or any("exact" in r.routes for r in ranked):
+        return False
+    return max((r.similarity or 0.0) for r in ranked) < gate
 
 
 def to_hit(r: Ranked, with_text: bool = False) -> SearchHit:
