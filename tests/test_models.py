@@ -14,7 +14,12 @@ from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag_embedder.encoder import Encoder, default_model_dir, get_encoder
 from coderag_generator.answer import answer_events
-from coderag_generator.backends.llamacpp import LlamaCppBackend
+from coderag_generator.backends.llamacpp import (
+    FAST_FILE,
+    LlamaCppBackend,
+    default_model_path,
+    fast_copy,
+)
 from coderag_retriever.search import rank, to_hit
 from tests.tinymodels import build_tiny_roberta
 
@@ -48,8 +53,17 @@ def test_any_local_encoder_directory_works(
 
 
 @pytest.fixture(scope="module")
-def smollm() -> LlamaCppBackend:
-    return LlamaCppBackend(Settings(llm_backend="llamacpp", llm_context=2048))
+def smollm(tmp_path_factory: pytest.TempPathFactory) -> LlamaCppBackend:
+    data = tmp_path_factory.mktemp("llm-data")
+    return LlamaCppBackend(Settings(llm_backend="llamacpp", llm_context=2048, data_dir=data))
+
+
+def test_the_packaged_model_is_served_from_a_q8_copy(smollm: LlamaCppBackend) -> None:
+    assert smollm.path.name == FAST_FILE and smollm.path.parent.name == "models"
+    assert smollm.llm.metadata.get("general.file_type") == "7"  # LLAMA_FTYPE_MOSTLY_Q8_0
+    made = smollm.path.stat().st_mtime_ns
+    assert fast_copy(default_model_path(), smollm.path.parent.parent) == smollm.path
+    assert smollm.path.stat().st_mtime_ns == made, "made once, then reused"
 
 
 def test_llamacpp_backend_renders_counts_and_streams(smollm: LlamaCppBackend) -> None:
