@@ -39,9 +39,13 @@ def fast_copy(packaged: Path, data_dir: Path) -> Path:
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0
     params.allow_requantize = True
-    if llama_cpp.llama_model_quantize(
-        str(packaged).encode(), str(tmp).encode(), ctypes.byref(params)
-    ):
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    with suppress_stdout_stderr(disable=False):  # llama.cpp logs every tensor it converts
+        failed = llama_cpp.llama_model_quantize(
+            str(packaged).encode(), str(tmp).encode(), ctypes.byref(params)
+        )
+    if failed:
         tmp.unlink(missing_ok=True)
         return packaged  # keep serving from the packaged file rather than fail to start
     tmp.replace(out)  # atomic: a second process never loads a half-written file
