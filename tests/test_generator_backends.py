@@ -16,12 +16,16 @@ import httpx
 import pytest
 
 from coderag.errors import ConfigError
+from coderag.queue import run_now
 from coderag.settings import Settings, get_settings
+from coderag.store import get_catalog
 from coderag_generator.answer import answer_events
 from coderag_generator.backends import get_backend
 from coderag_generator.backends.hf import HFBackend
 from coderag_generator.backends.llamacpp import default_model_path
 from coderag_generator.backends.openai import OpenAIBackend, estimate_tokens
+from coderag_retriever import rewrite
+from coderag_retriever.search import rank
 from tests.tinymodels import build_tiny_qwen2
 
 MESSAGES = [
@@ -288,3 +292,29 @@ def test_openai_estimates_without_a_tokenize_endpoint() -> None:
         "hi",
         " there",
     ]
+
+
+def test_llm_query_rewrite_against_a_real_server(
+    llama_server: str, sample_repo: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """CODERAG_QUERY_REWRITE=llm: the server's queries are searched beside the question."""
+    get_catalog().create_repo("rw", str(sample_repo), None, None)
+    run_now("coderag_parser.tasks.index_repo", {"repo": "rw"})
+    question = "How does the service validate an order before processing it?"
+    settings = get_settings().model_copy(
+        update={"query_rewrite": "llm", "llm_base_url": llama_server, "llm_api_key": API_KEY}
+    )
+    extra = rewrite.llm_queries(question, settings)
+    assert 1 <= len(extra) <= rewrite.MAX_QUERIES and all(q != question for q in extra)
+    ranked = rank("rw", question, 5, settings)
+    assert ranked and any("@1" in name for r in ranked for name in r.routes)
+    down = settings.model_copy(update={"llm_base_url": "http://127.0.0.1:9/v1"})
+    with caplog.at_level(logging.WARNING):
+        assert rewrite.llm_queries("a question never asked before", down) == []
+        assert rank("rw", "a question never asked before", 5, down)  # the question alone
+    assert "query rewrite failed" in caplog.text
+
+
+def test_rewrite_replies_are_parsed_into_queries() -> None:
+    reply = '1. "parse_config"\n- load settings file\n\n* How is it done?\n' + "x" * 300
+    assert rewrite.parse(reply, "How is it done?") == ["parse_config", "load settings file"]

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "CODERAG_"
@@ -102,6 +102,11 @@ class Settings(BaseSettings):
         description="Per-route weights in the fusion, `route:weight` pairs (0 turns a route "
         "off); routes: " + ", ".join(ROUTES) + ".",
     )
+    query_rewrite: Literal["rules", "llm"] = Field(
+        "rules",
+        description="`llm`: also ask the OpenAI-compatible server at `CODERAG_LLM_BASE_URL` for "
+        "a few code-search queries, searched by the keyword and vector routes beside the question.",
+    )
     route_depth: int = Field(50, gt=0, description="Candidates each route contributes.")
     score_gate: float | None = Field(
         None,
@@ -184,6 +189,12 @@ class Settings(BaseSettings):
             except ValueError:
                 raise ValueError(f"{item!r} is not route:weight with a weight >= 0") from None
         return value
+
+    @model_validator(mode="after")
+    def _rewrite_needs_a_server(self) -> Settings:
+        if self.query_rewrite == "llm" and not self.llm_base_url:
+            raise ValueError("CODERAG_QUERY_REWRITE=llm needs CODERAG_LLM_BASE_URL (…/v1)")
+        return self
 
     @field_validator("data_dir")
     @classmethod

@@ -13,6 +13,7 @@ from coderag_retriever.fuse import mmr, rrf, vote
 from coderag_retriever.index import get_index_cache
 from coderag_retriever.query import Query
 from coderag_retriever.rerank import rerank
+from coderag_retriever.rewrite import REWRITE_ROUTES, REWRITE_SHARE, llm_queries
 from coderag_retriever.routes import PRIOR_ROUTES, ROUTES
 
 POOL = 50
@@ -32,7 +33,8 @@ class Ranked:
 def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
     """The ``top_k`` best units of a repository for a question.
 
-    Routes → (history over their candidates) → fusion → test penalty → call-graph expansion
+    Routes → (history over their candidates) → (the routes again for LLM-rewritten queries,
+    ``keyword@1`` ...) → fusion → test penalty → call-graph expansion
     (one hop, or ``expand_depth`` for flow questions) → optional cross-encoder rerank → MMR → top_k.
     """
     catalog = get_catalog()
@@ -50,6 +52,13 @@ def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
     for name, route in PRIOR_ROUTES.items():
         if weights.get(name, 0.0) > 0:
             rankings[name] = route(query, index, settings.route_depth)
+    if settings.query_rewrite == "llm":
+        for i, extra in enumerate(llm_queries(text, settings), 1):
+            other = Query(repo, extra)
+            for name in REWRITE_ROUTES:
+                if weights.get(name, 0.0) > 0:
+                    rankings[f"{name}@{i}"] = ROUTES[name](other, index, settings.route_depth)
+                    weights[f"{name}@{i}"] = weights[name] * REWRITE_SHARE
     # The gate reads the second encoder's cosines when it runs: they separate questions the code
     # cannot answer better than the main encoder's (docs/BENCHMARKS.md, score gate).
     sims = dict(rankings.get("vector2") or rankings.get("vector") or [])
