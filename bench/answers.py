@@ -42,16 +42,16 @@ os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from fetch import corpus_root, load_corpora  # noqa: E402
+from llm_speed import SPEED_PROMPT_TOKENS, speed  # noqa: E402
 
 from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
 from coderag.store.graph import Graph  # noqa: E402
-from coderag_generator import prompts, refusal  # noqa: E402
+from coderag_generator import refusal  # noqa: E402
 from coderag_generator.answer import answer_events  # noqa: E402
 from coderag_generator.api import RETRIEVE_K  # noqa: E402
 from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
-from coderag_generator.context import BUDGET_SHARE, Snippet, assemble  # noqa: E402
 from coderag_retriever.search import rank, to_hit  # noqa: E402
 
 GATE_GRID = [i / 1000 for i in range(1001)]
@@ -59,15 +59,6 @@ GATE_GRID = [i / 1000 for i in range(1001)]
 
 MAX_FALSE_REFUSALS = 0.10
 """Calibration keeps the false-refusal rate on the fitting corpora at or under this goal."""
-
-SPEED_PROMPT_TOKENS = 2000
-"""Size of the prompts the llama.cpp speed test renders."""
-
-SPEED_RUNS = 3
-"""Prompts (different questions) timed in the speed test; the median is reported."""
-
-SPEED_MAX_TOKENS = 128
-"""Tokens generated per speed run."""
 
 
 @dataclass
@@ -324,61 +315,6 @@ def traps(case_corpus: str, backend: Counting, settings: Settings) -> tuple[str,
             misses.append(f"{t['id']} expected {t['expect']}, got {out.done.get('reason')!r}")
     row = f"| {backend.name} | {handled}/{len(items)} | {renders} |"
     return row, misses
-
-
-# --- llama.cpp speed -----------------------------------------------------------------------------
-
-
-def speed(backend: Backend, cases: list[Case], settings: Settings) -> list[str]:
-    """Time to first non-empty piece and tokens/s on ~2k-token prompts of real snippets."""
-    rows = [
-        "| question | prompt tokens | first token s | tokens/s | generated tokens |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    firsts, rates_ = [], []
-    answerable = [c for c in cases if not c.absent and c.hits]
-    for case in answerable[:: max(1, len(answerable) // SPEED_RUNS)][:SPEED_RUNS]:
-        lang = case.q["lang"]
-        snippets = [Snippet.from_hit(h) for h in case.hits]
-        system = prompts.load("system", lang)
-        frame = prompts.load("user", lang)
-        fixed = backend.count_tokens(system + frame.format(query=case.q["query"], context=""))
-        budget = min(SPEED_PROMPT_TOKENS - fixed - 20, int(backend.window * BUDGET_SHARE))
-        context, _ = assemble(snippets, backend.count_tokens, budget)
-        messages = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": frame.format(query=case.q["query"], context=context)},
-        ]
-        prompt = backend.render(messages)
-        llm = getattr(backend, "llm", None)
-        if llm is not None:
-            llm.reset()  # no prompt prefix reused from an earlier run: a cold first token
-        start = time.perf_counter()
-        first_at: float | None = None
-        text = ""
-        for piece in backend.stream(
-            prompt,
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            max_tokens=SPEED_MAX_TOKENS,
-        ):
-            if piece and first_at is None:
-                first_at = time.perf_counter()
-            text += piece
-        end = time.perf_counter()
-        first = (first_at or end) - start
-        tokens = backend.count_tokens(text)
-        rate = (
-            (tokens - 1) / (end - first_at) if first_at and end > first_at and tokens > 1 else 0.0
-        )
-        firsts.append(first)
-        rates_.append(rate)
-        rows.append(f"| {case.q['id']} | {prompt.tokens} | {first:.2f} | {rate:.1f} | {tokens} |")
-    if firsts:
-        rows.append(
-            f"| median | | {statistics.median(firsts):.2f} | {statistics.median(rates_):.1f} | |"
-        )
-    return rows
 
 
 # --- main ----------------------------------------------------------------------------------------
