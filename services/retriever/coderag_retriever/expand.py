@@ -39,7 +39,8 @@ def is_flow_question(text: str) -> bool:
 
 
 def expand(graph: Graph, repo: str, scored: dict[str, float], depth: int = 1) -> dict[str, float]:
-    """Scores raised for the call-graph neighbours (within ``depth`` hops) of the best seeds.
+    """Scores raised for the call-graph neighbours (within ``depth`` hops, beyond the first only
+    through candidates) of the best seeds.
 
     Neighbours found by the routes add to their own score (two weak signals that agree beat one);
     new ones enter below their seed. Nothing rises above the first hit.
@@ -51,12 +52,20 @@ def expand(graph: Graph, repo: str, scored: dict[str, float], depth: int = 1) ->
     ceiling = scored[first] * 0.999
     out = dict(scored)
     for seed in order[:SEEDS]:
-        for unit, hops in graph.neighbourhood(repo, [seed], depth).items():
-            if not hops or unit == first:
-                continue
+        frontier = [seed]
+        seen = {seed}
+        for hops in range(1, depth + 1):
+            reached = [u for u in graph.neighbourhood(repo, frontier, 1) if u not in seen]
+            seen.update(reached)
             gain = scored[seed] * DECAY**hops
-            if unit in scored:
-                out[unit] = min(out[unit] + CANDIDATE_SHARE * gain, ceiling)
-            else:
-                out[unit] = min(max(out.get(unit, 0.0), NEW_SHARE * gain), ceiling)
+            for unit in reached:
+                if unit == first:
+                    continue
+                if unit in scored:
+                    out[unit] = min(out[unit] + CANDIDATE_SHARE * gain, ceiling)
+                else:
+                    out[unit] = min(max(out.get(unit, 0.0), NEW_SHARE * gain), ceiling)
+            # Walk on only through units the routes found too: a chain's links are relevant on
+            # their own, and the whole two-hop neighbourhood of a popular function is thousands.
+            frontier = [u for u in reached if u in scored]
     return out

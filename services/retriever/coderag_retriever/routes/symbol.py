@@ -23,9 +23,25 @@ def _matches(word: str, vocabulary: dict[str, list[int]]) -> list[str]:
     ]
 
 
-def _mentions(text: str, symbol: str) -> bool:
+_NAME = re.compile(r"[\w.]+")
+
+
+def _named(text: str) -> set[str]:
+    """Every whole name the text could be naming: each run of word characters and dots, and its
+    dotted prefixes (``session.get.x`` names ``session``, ``session.get`` and itself)."""
+    out: set[str] = set()
+    for run in _NAME.findall(text):
+        parts = run.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return out
+
+
+def _mentions(text: str, symbol: str, named: set[str]) -> bool:
     """Whether the question names the symbol as a whole word (``order`` is not in
-    ``processorder``)."""
+    ``processorder``); ``named`` is ``_named(text)``, computed once per question, since a common
+    word matches thousands of symbols in a large repository."""
+    if _NAME.fullmatch(symbol):
+        return symbol in named
     return re.search(rf"(?<![\w.]){re.escape(symbol)}(?![\w])", text) is not None
 
 
@@ -38,9 +54,10 @@ def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
             for pos in vocab[token]:
                 hits.setdefault(pos, set()).add(token)
     scored = []
+    named = _named(query.lowered)
     for pos, matched in hits.items():
         parts = index.symbol_tokens[pos]
-        exact = 1.0 if _mentions(query.lowered, index.units[pos].symbol.lower()) else 0.0
+        exact = 1.0 if _mentions(query.lowered, index.units[pos].symbol.lower(), named) else 0.0
         scored.append((pos, len(matched) / (len(parts) ** 0.5) + len(matched) * 0.1 + exact))
     scored.sort(key=lambda p: -p[1])
     return scored[:n]
