@@ -32,7 +32,11 @@ def main() -> int:
     text = (root / "pygments" / "lexers" / "python.py").read_text("utf-8")
     encoders = get_encoders()
     names = {space: enc.name for space, enc in encoders.items()}
-    print("| characters per unit | " + " | ".join(f"{s} ({n}) units/s" for s, n in names.items()))
+    print(
+        "| characters per unit | "
+        + " | ".join(f"{s} ({n}) units/s" for s, n in names.items())
+        + " |"
+    )
     print("| --- |" + " --- |" * len(encoders))
     for n in LENGTHS:
         units = [text[i * n : (i + 1) * n] for i in range(args.units)]
