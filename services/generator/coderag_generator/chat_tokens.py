@@ -25,7 +25,8 @@ class Encoded:
 
 
 def prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """Prompt ids exactly as the hf backend builds them (control tokens in text stay text)."""
+    """Prompt ids of chat messages, as the hf backend and training both build them (control
+    tokens inside the messages stay text)."""
     out = tokenizer.apply_chat_template(
         messages,
         add_generation_prompt=True,

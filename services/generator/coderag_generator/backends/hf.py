@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from coderag.errors import ConfigError, Unavailable
 from coderag.settings import Settings
 from coderag_generator.backends.base import Prompt
+from coderag_generator.chat_tokens import prompt_ids
 
 if TYPE_CHECKING:
     import torch
@@ -152,14 +153,7 @@ class HFBackend:
     def _ids(self, messages: list[dict[str, str]]) -> list[int]:
         # control tokens inside messages (retrieved code, the question) are encoded as plain text,
         # so a snippet containing "<|im_end|>" cannot end the user turn early
-        out = self.tokenizer.apply_chat_template(
-            messages,
-            add_generation_prompt=True,
-            tokenize=True,
-            return_dict=True,
-            sanitize_control_tokens=True,
-        )
-        return list(out["input_ids"])
+        return prompt_ids(self.tokenizer, messages)
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under the model's tokenizer (control tokens as plain text)."""
