@@ -96,6 +96,9 @@ def test_score_gate_defaults_follow_the_encoder_it_reads() -> None:
     assert Settings(embed_model_2="").gate() == 0.39  # MiniLM alone
     assert Settings(embed_model_2="/models/mine").gate() == 0.0  # uncalibrated: off
     assert Settings(score_gate=0.5).gate() == 0.5 and Settings(score_gate=0).gate() == 0.0
+    # the gate follows the route that runs: MiniLM's cosines when vector2 is weighted out
+    assert Settings(route_weights="vector:1,vector2:0,keyword:1").gate() == 0.39
+    assert Settings(route_weights="keyword:1").gate() == 0.0  # no cosine to read
 
 
 @pytest.mark.parametrize(

@@ -211,12 +211,25 @@ class Settings(BaseSettings):
             pairs[token] = user
         return pairs
 
+    def gate_space(self) -> str | None:
+        """The vector route whose cosines the score gate reads: the second encoder's when it
+        runs, else the main one's; None when neither runs."""
+        weights = self.weights()
+        if self.embed_model_2 and weights.get("vector2", 0.0) > 0:
+            return "vector2"
+        return "vector" if weights.get("vector", 0.0) > 0 else None
+
     def gate(self) -> float:
         """The score gate in force: the setting, else the calibrated value for the packaged
         encoder whose cosines the gate reads (docs/BENCHMARKS.md), else 0 (off)."""
         if self.score_gate is not None:
             return self.score_gate
-        return CALIBRATED_GATES.get(self.embed_model_2 or self.embed_model, 0.0)
+        space = self.gate_space()
+        if space is None:
+            return 0.0
+        return CALIBRATED_GATES.get(
+            self.embed_model_2 if space == "vector2" else self.embed_model, 0.0
+        )
 
     def weights(self) -> dict[str, float]:
         """Parse ``route_weights`` into a mapping."""

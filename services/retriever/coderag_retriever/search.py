@@ -61,7 +61,8 @@ def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
                     weights[f"{name}@{i}"] = weights[name] * REWRITE_SHARE
     # The gate reads the second encoder's cosines when it runs: they separate questions the code
     # cannot answer better than the main encoder's (docs/BENCHMARKS.md, score gate).
-    sims = dict(rankings.get("vector2") or rankings.get("vector") or [])
+    space = settings.gate_space()
+    sims = dict(rankings.get(space, [])) if space else {}
     if settings.fusion == "vote":
         fused = vote(rankings, weights)
     else:
