@@ -45,7 +45,7 @@ PROMPT = (
 """The rewrite instruction."""
 
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
-_cache: OrderedDict[str, list[str]] = OrderedDict()
+_cache: OrderedDict[tuple[str, str, str], list[str]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -65,10 +65,11 @@ def llm_queries(
 ) -> list[str]:
     """Extra search queries for a question, or none when the server fails (logged: search goes
     on with the question alone rather than fail)."""
+    key = (settings.llm_base_url, settings.llm_model, question)  # another server, other queries
     with _lock:
-        if question in _cache:
-            _cache.move_to_end(question)
-            return _cache[question]
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
     headers = {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
     body = {
         "model": settings.llm_model or "default",
@@ -86,7 +87,7 @@ def llm_queries(
         return []
     queries = parse(reply, question)
     with _lock:
-        _cache[question] = queries
+        _cache[key] = queries
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
     return queries
