@@ -91,6 +91,21 @@ class Settings(BaseSettings):
         description="`rrf`: reciprocal-rank fusion of the routes; `vote`: seed 004's weighted "
         "vote of max-normalised route scores.",
     )
+    ranker: Literal["learned", "fused"] = Field(
+        "learned",
+        description="`learned`: order the fused and expanded candidates by the shipped learned "
+        "ranker (`ranker.json`, trained on the tuning split by bench/train_ranker.py), which also "
+        "gives each hit a confidence; `fused`: keep the fusion's order.",
+    )
+    ranker_path: str = Field(
+        "",
+        description="A ranker JSON trained by bench/train_ranker.py; empty means the shipped one.",
+    )
+    zh_vocab: bool = Field(
+        True,
+        description="Add the English words of `vocab_zh.tsv` to Chinese questions for the keyword, "
+        "symbol and vector routes.",
+    )
     rrf_k: int = Field(
         20,
         gt=0,

@@ -21,6 +21,7 @@ class Query:
 
     repo: str
     text: str
+    vocab: bool = True
     tokens: list[str] = field(init=False)
     lowered: str = field(init=False)
     about_tests: bool = field(init=False)
@@ -28,13 +29,13 @@ class Query:
     _vectors: dict[str, np.ndarray | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.tokens = query_tokens(self.text)
+        self.tokens = query_tokens(self.text, self.vocab)
         self.lowered = self.text.lower()
         self.about_tests = bool(TEST_WORDS.search(self.text))
 
     def embedding_text(self) -> str:
         """What the encoder reads: the question plus English words for its Chinese."""
-        if has_chinese(self.text):
+        if self.vocab and has_chinese(self.text):
             return self.text + " (" + " ".join(zh_terms(self.text)) + ")"
         return self.text
 
