@@ -26,8 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-DATA = HERE / ".cache" / "data"
-os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
+DATA = Path(os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data")))
 
 import bm25s  # noqa: E402
 import numpy as np  # noqa: E402
@@ -262,6 +261,11 @@ def evaluate(
         lines = sum(
             r["lines"] for r in catalog.db.read("SELECT lines FROM files WHERE repo=?", (name,))
         )
+        questions = [q for q in load_questions(name) if q["type"] != "absent"]
+        if sink is not None and split == "tune":
+            dump_features(name, questions, settings, sink)
+        if dump_only:
+            continue
         from coderag_retriever.clusters import refresh as refresh_clusters
 
         silhouette = refresh_clusters(catalog, name, settings)  # for the +cluster row
@@ -272,11 +276,6 @@ def evaluate(
             f"{lines} | {repo.units} | {'(reused)' if reused else f'{index_s:.1f}'} | "
             f"{len(base.chunks)} | {base.chunk_embed_s:.1f} | {silhouette or 0:.2f} |"
         )
-        questions = [q for q in load_questions(name) if q["type"] != "absent"]
-        if sink is not None and split == "tune":
-            dump_features(name, questions, settings, sink)
-        if dump_only:
-            continue
         rank(name, "warm up", K, settings)
         rows = systems(settings)
         for q in questions:
@@ -411,6 +410,11 @@ def main() -> int:
     ap.add_argument("--corpus", action="append", help="only these corpora")
     ap.add_argument("--split", choices=("test", "tune", "all"), default="all")
     ap.add_argument("--reuse", action="store_true", help="keep indexes of an earlier run")
+    ap.add_argument(
+        "--keep-data",
+        action="store_true",
+        help="index every corpus again, but keep the data directory (its embedding cache)",
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "retrieval.md"))
     ap.add_argument("--misses", help="write the tuning split's misses to this JSON file")
     ap.add_argument("--dump-features", help="write the tuning split's ranker features here")
@@ -431,7 +435,7 @@ def main() -> int:
         and args.split in ("all", c.get("split", "tune"))
     ]
     # Cold start unless asked: a warm embedding cache would make index times meaningless.
-    if not args.reuse:
+    if not (args.reuse or args.keep_data):
         shutil.rmtree(DATA, ignore_errors=True)
     features_out = Path(args.dump_features) if args.dump_features else None
     text = evaluate(corpora, args.reuse, features_out, args.dump_only, args.doc_questions)
