@@ -29,6 +29,9 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("CODERAG_DATA_DIR", str(data))
     for var in ("REDIS_URL", "CODERAG_REDIS_URL", "CODERAG_API_TOKENS", "CODERAG_LLM_BACKEND"):
         monkeypatch.delenv(var, raising=False)
+    # TestClient's Host is "testserver"; repositories live in pytest's temp folders
+    monkeypatch.setenv("CODERAG_ALLOWED_HOSTS", "testserver,localhost,127.0.0.1")
+    monkeypatch.setenv("CODERAG_REPO_ROOTS", str(tmp_path.parent))
     get_settings.cache_clear()
     reset_stores()
     yield data

@@ -133,7 +133,7 @@ def test_bad_input_is_a_clear_4xx(client: TestClient, tmp_path: Path) -> None:
     cases = [
         ("/repos", {"name": "x", "path": str(tmp_path / "missing")}, 400, "does not exist"),
         ("/repos", {"name": "x", "path": str(tmp_path / "f.txt")}, 400, "not a directory"),
-        ("/repos", {"name": "bad name!", "path": str(tmp_path)}, 422, "name"),
+        ("/repos", {"name": "bad name!", "path": str(tmp_path)}, 400, "name"),
         ("/repos", {"name": "x"}, 422, "exactly one"),
         ("/repos", {"name": "x", "path": str(tmp_path), "url": "https://x"}, 422, "exactly one"),
         ("/repos", {"name": "x", "url": "ftp://host/repo"}, 400, "git URL"),

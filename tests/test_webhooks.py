@@ -263,7 +263,11 @@ def make_remote(tmp_path: Path) -> tuple[git.Repo, str]:
 
 
 @pytest.mark.slow
-def test_push_reindexes_in_background(client: TestClient, secret: str, tmp_path: Path) -> None:
+def test_push_reindexes_in_background(
+    client: TestClient, secret: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODERAG_URL_SCHEMES", "https,file")  # the 'remote' is a local bare repo
+    get_settings.cache_clear()
     work, url = make_remote(tmp_path)
     r = client.post("/repos", json={"name": "shop", "url": url, "branch": "main"})
     assert r.status_code == 202, r.text

@@ -6,7 +6,8 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from coderag import audit
-from coderag.deps import CatalogDep, SettingsDep, UserDep
+from coderag.deps import AdminDep, CatalogDep, SettingsDep
+from coderag.responses import errors
 from coderag.store import get_vectors
 
 router = APIRouter(tags=["platform"])
@@ -36,14 +37,21 @@ def health(settings: SettingsDep, catalog: CatalogDep) -> dict:
     return {"status": status, "dependencies": deps}
 
 
-@router.get("/audit/export.csv")
+@router.get(
+    "/audit/export.csv",
+    responses={
+        200: {"content": {"text/csv": {"schema": {"type": "string"}}}},
+        **errors(401, 403, 422),
+    },
+    response_class=StreamingResponse,
+)
 def export_audit(
     catalog: CatalogDep,
-    _user: UserDep,
+    _user: AdminDep,
     since: str | None = Query(None, description="ISO 8601, inclusive"),
     until: str | None = Query(None, description="ISO 8601, exclusive"),
 ) -> StreamingResponse:
-    """The audit log as CSV, optionally between two times."""
+    """The audit log as CSV, optionally between two times (admin)."""
     audit.parse_time(since, "since")
     audit.parse_time(until, "until")
     return StreamingResponse(

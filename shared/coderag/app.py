@@ -9,7 +9,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 
 from coderag import api as platform
+from coderag import docs
 from coderag.errors import install_handlers
+from coderag.hosts import HostCheckMiddleware
+from coderag.limits import BodyLimitMiddleware
+from coderag.responses import COMMON, errors
+from coderag.settings import get_settings
 
 SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever", "coderag_generator")
 """Service packages; each has ``api.router`` and ``api.lifespan``."""
@@ -17,6 +22,7 @@ SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever", "coderag_
 
 def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     """An app serving the given services (all four by default) plus /health and the audit."""
+    get_settings()  # a malformed setting (CODERAG_API_TOKENS, ...) stops start-up here
     modules = [importlib.import_module(f"{name}.api") for name in services]
 
     @asynccontextmanager
@@ -31,9 +37,15 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
         version="0.1.0",
         description="Questions about your code, answered with checked FILE:start-end citations.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     install_handlers(app)
-    app.include_router(platform.router)
+    app.add_middleware(BodyLimitMiddleware)
+    app.add_middleware(HostCheckMiddleware)
+    app.include_router(platform.router, responses=errors(400))
+    app.include_router(docs.router)
     for module in modules:
-        app.include_router(module.router)
+        app.include_router(module.router, responses=errors(*COMMON))
     return app

@@ -26,6 +26,16 @@ CSV_COLUMNS = (
 )
 """Columns of the export, in order."""
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a cell as a formula (CSV injection)."""
+
+
+def safe_cell(value: object) -> object:
+    """``value``, with a leading ``'`` when it is text a spreadsheet would run as a formula."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
 
 def record(
     catalog: Catalog,
@@ -94,5 +104,5 @@ def export_csv(catalog: Catalog, since: str | None, until: str | None) -> Iterat
     for row in catalog.db.read(sql + " ORDER BY id", tuple(params)):
         buf.seek(0)
         buf.truncate()
-        writer.writerow([row[c] for c in CSV_COLUMNS])
+        writer.writerow([safe_cell(row[c]) for c in CSV_COLUMNS])
         yield buf.getvalue()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -115,15 +116,41 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from coderag.app import SERVICES, create_app
+    from coderag.hosts import listen_token
 
-    settings = get_settings()
     services = tuple(f"coderag_{s}" for s in args.service) if args.service else SERVICES
-    host, port = args.host or settings.host, args.port or settings.port
+    if args.index:
+        _allow_root(Path(args.index).expanduser())
+    if args.host:
+        os.environ["CODERAG_HOST"] = args.host  # the Host-header check reads where we listen
+    get_settings.cache_clear()
+    settings = get_settings()
+    host, port = settings.host, args.port or settings.port
+    try:
+        token = listen_token(host, settings, services == SERVICES)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if token:
+        os.environ["CODERAG_API_TOKENS"] = f"admin:{token}:admin"
+        get_settings.cache_clear()
+        print(
+            f"coderag listens on {host} without CODERAG_API_TOKENS, so it made one admin token "
+            f"for this run:\n\n    Authorization: Bearer {token}\n",
+            flush=True,
+        )
     if args.index:
         name = _register(Path(args.index).expanduser())
         _print_tryout(name, f"http://{host}:{port}")
     uvicorn.run(create_app(services), host=host, port=port, log_level="info")
     return 0
+
+
+def _allow_root(root: Path) -> None:
+    """Let ``POST /repos`` register paths under ``root`` too (``serve --index`` and make run)."""
+    current = os.environ.get("CODERAG_REPO_ROOTS")
+    base = str(Path.cwd()) if current is None else current
+    os.environ["CODERAG_REPO_ROOTS"] = ",".join(p for p in (base, str(root.resolve())) if p)
 
 
 def _register(root: Path) -> str:
@@ -263,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``coderag`` command."""
+    from pydantic import ValidationError
+
     from coderag.errors import CoderagError
 
     args = build_parser().parse_args(argv)
@@ -270,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except CoderagError as exc:
         print(f"error: {exc.detail}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ()))
+            name = f"CODERAG_{where.upper()}: " if where else ""
+            print(f"error: {name}{err.get('msg')}", file=sys.stderr)
         return 2
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, Header
+from fastapi import Depends, Header, Path
 
-from coderag.errors import Conflict, InvalidInput, Unauthorized
+from coderag.auth import Principal
+from coderag.errors import Conflict, Forbidden, InvalidInput, Unauthorized
+from coderag.schemas import REPO_NAME_PATTERN, check_repo_name
 from coderag.settings import Settings, get_settings
 from coderag.store import Catalog, get_catalog
 
@@ -24,26 +26,49 @@ CatalogDep = Annotated[Catalog, Depends(catalog_dep)]
 """The SQLite catalog."""
 
 
-def current_user(
+def current_principal(
     settings: SettingsDep,
     authorization: Annotated[str | None, Header()] = None,
     x_user: Annotated[str | None, Header()] = None,
-) -> str:
-    """The caller: named by their bearer token when tokens are configured, else X-User."""
-    tokens = settings.tokens()
+) -> Principal:
+    """The caller and role: named by their bearer token when tokens are configured, else the
+    X-User header (or ``anonymous``) with every role, as on a single-user laptop."""
+    tokens = settings.principals()
     if not tokens:
-        return (x_user or "anonymous").strip()[:128] or "anonymous"
+        return Principal((x_user or "anonymous").strip()[:128] or "anonymous", "admin")
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise Unauthorized("missing 'Authorization: Bearer <token>' header")
-    for known, user in tokens.items():
+    for known, principal in tokens.items():
         if secrets.compare_digest(known.encode(), token.strip().encode()):
-            return user
+            return principal
     raise Unauthorized("unknown API token")
 
 
+PrincipalDep = Annotated[Principal, Depends(current_principal)]
+"""The authenticated caller with their role."""
+
+
+def current_user(principal: PrincipalDep) -> str:
+    """The caller's user name, written to the audit log."""
+    return principal.user
+
+
+def require_admin(principal: PrincipalDep) -> str:
+    """The caller's user name if they hold the admin role, else Forbidden."""
+    if not principal.may("admin"):
+        raise Forbidden(
+            f"user {principal.user!r} has the {principal.role!r} role; this needs an admin "
+            "token (CODERAG_API_TOKENS entry user:token:admin)"
+        )
+    return principal.user
+
+
 UserDep = Annotated[str, Depends(current_user)]
-"""The authenticated user name written to the audit log."""
+"""The authenticated user name written to the audit log (any role)."""
+
+AdminDep = Annotated[str, Depends(require_admin)]
+"""The authenticated user name of an admin."""
 
 
 def require_query(text: str, settings: Settings) -> str:
@@ -70,3 +95,28 @@ def require_searchable(catalog: Catalog, repo: str) -> None:
     raise Conflict(
         f"repository {repo!r} is still {state.status}; poll GET /repos/{repo} until it is ready"
     )
+
+
+def valid_name(name: str) -> str:
+    """``name`` if it is a valid repository name, else InvalidInput saying what is allowed."""
+    try:
+        return check_repo_name(name)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+def repo_name_param(
+    name: Annotated[
+        str,
+        Path(
+            description="Repository name (400 unless it is a valid one).",
+            json_schema_extra={"pattern": REPO_NAME_PATTERN},
+        ),
+    ],
+) -> str:
+    """The ``{name}`` path parameter, checked like a registered name."""
+    return valid_name(name)
+
+
+RepoNameDep = Annotated[str, Depends(repo_name_param)]
+"""A repository name from the URL path, 400 when it could never be registered."""

@@ -3,8 +3,10 @@
 CoderagError                 500  a bug or an unexpected state (never for bad input)
  ├── InvalidInput            400  the request is malformed; the message says what to fix
  ├── Unauthorized            401  missing or wrong token or webhook signature
+ ├── Forbidden               403  the token's role or a setting does not allow the request
  ├── NotFound                404  unknown repository, session or job
  ├── Conflict                409  the resource exists or is busy
+ ├── TooLarge                413  the request body is over its limit
  ├── Unavailable             503  a dependency (model, Redis, Chroma, retriever) is down
  └── ConfigError             ---  a setting points at nothing; raised at startup, not per request
 """
@@ -38,6 +40,12 @@ class Unauthorized(CoderagError):
     status_code = 401
 
 
+class Forbidden(CoderagError):
+    """The caller is known but may not do this (role, or a setting forbids it)."""
+
+    status_code = 403
+
+
 class NotFound(CoderagError):
     """The named thing does not exist."""
 
@@ -48,6 +56,12 @@ class Conflict(CoderagError):
     """The named thing exists already or is in a state that forbids the request."""
 
     status_code = 409
+
+
+class TooLarge(CoderagError):
+    """The request body is larger than the server accepts."""
+
+    status_code = 413
 
 
 class Unavailable(CoderagError):

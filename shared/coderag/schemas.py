@@ -6,7 +6,7 @@ import hashlib
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
 """Repository names: 1-64 letters, digits, '.', '_' or '-', starting and ending alphanumeric."""
@@ -14,12 +14,16 @@ REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
 RepoStatus = Literal["queued", "indexing", "ready", "error"]
 
 
+REPO_NAME_PATTERN = r"^(?!.*\.\.)[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$"
+"""``REPO_NAME`` without '..', as the OpenAPI schema states it."""
+
+
 def check_repo_name(name: str) -> str:
     """Return ``name`` if it is a valid repository name, else raise ValueError."""
-    if not REPO_NAME.match(name):
+    if not REPO_NAME.fullmatch(name) or ".." in name:
         raise ValueError(
             "name must be 1-64 characters of letters, digits, '.', '_' or '-', "
-            "starting and ending with a letter or digit"
+            "starting and ending with a letter or digit, without '..'"
         )
     return name
 
@@ -56,15 +60,35 @@ class Unit(BaseModel):
         return hashlib.sha256(raw.encode()).hexdigest()
 
 
+_ONE_SOURCE = {
+    "oneOf": [
+        {"required": ["path"], "properties": {"path": {"type": "string", "minLength": 1}}},
+        {"required": ["url"], "properties": {"url": {"type": "string", "minLength": 1}}},
+    ]
+}
+
+
 class RepoCreate(BaseModel):
-    """Register a repository by local path or clone URL."""
+    """Register a repository by local path or clone URL (exactly one of them)."""
 
-    name: str
-    path: str | None = None
-    url: str | None = None
-    branch: str | None = None
+    model_config = ConfigDict(json_schema_extra=_ONE_SOURCE)
 
-    _name = field_validator("name")(classmethod(lambda cls, v: check_repo_name(v)))
+    name: str = Field(
+        json_schema_extra={"pattern": REPO_NAME_PATTERN},
+        description="1-64 letters, digits, '.', '_' or '-', starting and ending with a letter "
+        "or digit, without '..' (400 otherwise).",
+    )
+    path: str | None = Field(
+        None,
+        description="A directory on the server under CODERAG_REPO_ROOTS ('~' and symlinks "
+        "resolved first).",
+    )
+    url: str | None = Field(
+        None,
+        description="A git URL of a kind CODERAG_URL_SCHEMES allows (https by default), "
+        "without credentials.",
+    )
+    branch: str | None = Field(None, description="A name `git check-ref-format --branch` accepts.")
 
     @model_validator(mode="after")
     def _one_source(self) -> RepoCreate:

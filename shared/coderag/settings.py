@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from coderag.auth import Principal, parse_tokens
+
 ENV_PREFIX = "CODERAG_"
 """Prefix of every setting's environment variable, except the few unprefixed aliases."""
 
@@ -53,8 +55,48 @@ class Settings(BaseSettings):
     )
     api_tokens: str = Field(
         "",
-        description="Comma-separated `user:token` pairs; when set every endpoint but /health "
-        "and webhooks needs `Authorization: Bearer <token>`.",
+        description="Comma-separated `user:token:role` entries, role `admin` (may also register, "
+        "reindex and delete repositories and export the audit log) or `reader` (search, ask, "
+        "read repository state); the older `user:token` form means `admin`. When set every "
+        "endpoint but /health and webhooks (/docs and /openapi.json too) needs "
+        "`Authorization: Bearer <token>`; a malformed value stops start-up.",
+    )
+    repo_roots: str | None = Field(
+        None,
+        description="Comma-separated directories under which `POST /repos` may register a path "
+        "(checked after resolving `~` and symlinks); unset means the directory the server "
+        "started in; set but empty refuses registration by path (403). "
+        "`coderag serve --index PATH` (and `make run`) adds PATH.",
+    )
+    allowed_hosts: str | None = Field(
+        None,
+        description="Comma-separated names the `Host` header may carry (guards against DNS "
+        "rebinding; `*` allows any); unset means `localhost`, `127.0.0.1` and `[::1]` when "
+        "listening on loopback, any name otherwise (where tokens are required).",
+    )
+    url_schemes: str = Field(
+        "https",
+        description="Comma-separated kinds of git URL `POST /repos` accepts: `https`, `http`, "
+        "`ssh` (`ssh://` and `git@host:path`), `file`.",
+    )
+    url_hosts: str = Field(
+        "",
+        description="Comma-separated hosts repository URLs may name (exact, or `.example.com` "
+        "for its subdomains); empty means any host.",
+    )
+    git_timeout: int = Field(
+        600, gt=0, description="Seconds a clone or fetch may take before it is stopped."
+    )
+    max_clone_bytes: int = Field(
+        2_000_000_000,
+        gt=0,
+        description="Largest clone on disk; a clone or fetch growing past it is stopped.",
+    )
+    max_body_bytes: int = Field(
+        1_048_576, gt=0, description="Largest API request body; larger ones get 413."
+    )
+    max_webhook_bytes: int = Field(
+        26_214_400, gt=0, description="Largest webhook request body; larger ones get 413."
     )
 
     parse_workers: int = Field(0, ge=0, description="Parser processes; 0 means one per CPU.")
@@ -216,15 +258,19 @@ class Settings(BaseSettings):
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().resolve()
 
+    @field_validator("api_tokens")
+    @classmethod
+    def _tokens_parse(cls, value: str) -> str:
+        parse_tokens(value)
+        return value
+
     def tokens(self) -> dict[str, str]:
         """Map each configured API token to the user it names."""
-        pairs: dict[str, str] = {}
-        for item in filter(None, (p.strip() for p in self.api_tokens.split(","))):
-            user, sep, token = item.partition(":")
-            if not sep or not user or not token:
-                raise ValueError(f"CODERAG_API_TOKENS entry {item!r} is not user:token")
-            pairs[token] = user
-        return pairs
+        return {token: p.user for token, p in self.principals().items()}
+
+    def principals(self) -> dict[str, Principal]:
+        """Map each configured API token to its user and role."""
+        return parse_tokens(self.api_tokens)
 
     def gate_space(self) -> str | None:
         """The vector route whose cosines the score gate reads: the second encoder's when it

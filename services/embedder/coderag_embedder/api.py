@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
+from typing import Annotated
 
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from coderag.deps import UserDep
+from coderag.responses import errors
 from coderag.settings import get_settings
 from coderag_embedder.encoder import get_encoder
 
 MAX_TEXTS = 256
 """Most texts one /embed call takes."""
+
+MAX_TEXT_CHARS = 20_000
+"""Longest text /embed takes; the encoder reads only its first tokens anyway."""
 
 router = APIRouter(tags=["embedder"])
 
@@ -28,7 +33,9 @@ async def lifespan(_: FastAPI):
 class EmbedRequest(BaseModel):
     """Texts to encode."""
 
-    texts: list[str] = Field(min_length=1, max_length=MAX_TEXTS)
+    texts: list[Annotated[str, Field(max_length=MAX_TEXT_CHARS)]] = Field(
+        min_length=1, max_length=MAX_TEXTS
+    )
 
 
 class EmbedResponse(BaseModel):
@@ -39,7 +46,7 @@ class EmbedResponse(BaseModel):
     vectors: list[list[float]]
 
 
-@router.post("/embed")
+@router.post("/embed", responses=errors(503))
 async def embed(body: EmbedRequest, _user: UserDep) -> EmbedResponse:
     """Encode texts."""
     encoder = get_encoder()

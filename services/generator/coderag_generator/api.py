@@ -17,6 +17,7 @@ from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query
 from coderag.errors import CoderagError
+from coderag.responses import errors
 from coderag.schemas import AskRequest, AskResponse
 from coderag.settings import get_settings
 from coderag_generator import sessions
@@ -44,7 +45,7 @@ def retriever_client(request: Request, settings: SettingsDep) -> RetrieverClient
         headers["authorization"] = auth
     if settings.retriever_url:
         return RetrieverClient(settings.retriever_url, headers=headers)
-    return RetrieverClient("http://coderag.local", httpx.ASGITransport(app=request.app), headers)
+    return RetrieverClient("http://localhost", httpx.ASGITransport(app=request.app), headers)
 
 
 RetrieverDep = Annotated[RetrieverClient, Depends(retriever_client)]
@@ -54,7 +55,14 @@ def _sse(event: Event) -> str:
     return f"event: {event.name}\ndata: {json.dumps(event.data, ensure_ascii=False)}\n\n"
 
 
-@router.post("/ask", response_model=AskResponse)
+@router.post(
+    "/ask",
+    response_model=AskResponse,
+    responses={
+        200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        **errors(400, 403, 404, 409, 503),
+    },
+)
 async def ask(
     body: AskRequest,
     settings: SettingsDep,
@@ -68,6 +76,8 @@ async def ask(
     start = time.perf_counter()
     query = require_query(body.query, settings)
     session = sessions.check_session_id(body.session_id) if body.session_id is not None else None
+    if session:
+        await run_in_threadpool(sessions.claim, catalog.db, session, user)
     turns = (
         await run_in_threadpool(sessions.recent, catalog.db, session, body.repo) if session else []
     )

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coderag.errors import InvalidInput
+from coderag.errors import Forbidden, InvalidInput
 from coderag.store import Database
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -38,6 +38,10 @@ CREATE TABLE IF NOT EXISTS session_turns (
     ts TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
 );
 CREATE INDEX IF NOT EXISTS session_turns_by_session ON session_turns (session_id, repo, id);
+CREATE TABLE IF NOT EXISTS session_owners (
+    session_id TEXT PRIMARY KEY,
+    user TEXT NOT NULL
+);
 """
 """The one table of sessions; created on first use."""
 
@@ -71,6 +75,26 @@ def check_session_id(value: str) -> str:
             "session_id must be 1-128 characters of letters, digits, '.', '_' or '-'"
         )
     return value
+
+
+def claim(db: Database, session_id: str, user: str) -> None:
+    """Make ``user`` the owner of a new session; Forbidden if another user owns it."""
+    _ensure(db)
+
+    def take(conn: sqlite3.Connection) -> str:
+        conn.execute(
+            "INSERT OR IGNORE INTO session_owners (session_id, user) VALUES (?,?)",
+            (session_id, user),
+        )
+        row = conn.execute(
+            "SELECT user FROM session_owners WHERE session_id=?", (session_id,)
+        ).fetchone()
+        return row[0]
+
+    if db.write(take) != user:
+        raise Forbidden(
+            f"session_id {session_id!r} belongs to another user; start your own with a new id"
+        )
 
 
 def _ensure(db: Database) -> None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Response
+from pydantic import BaseModel
 
-from coderag.deps import CatalogDep, SettingsDep, UserDep
-from coderag.errors import Conflict, InvalidInput
+from coderag.deps import AdminDep, CatalogDep, RepoNameDep, SettingsDep, UserDep, valid_name
+from coderag.errors import Conflict
 from coderag.queue import enqueue
-from coderag.schemas import RepoCreate, RepoOut
+from coderag.responses import errors
+from coderag.schemas import RepoCreate, RepoOut, RepoStatus
 from coderag.store import get_catalog, get_vectors
+from coderag_parser import sources
 from coderag_parser.symbols import router as symbols_router
 from coderag_parser.webhooks import router as webhooks_router
 
@@ -19,6 +21,13 @@ INDEX_JOB = "coderag_parser.tasks.index_repo"
 """Job that (re)indexes a repository."""
 
 router = APIRouter(tags=["repos"])
+
+
+class RepoAccepted(BaseModel):
+    """A registration or reindex was queued."""
+
+    name: str
+    status: RepoStatus
 
 
 @asynccontextmanager
@@ -31,22 +40,18 @@ async def lifespan(_: FastAPI):
     yield
 
 
-@router.post("/repos", status_code=202)
-def create_repo(body: RepoCreate, catalog: CatalogDep, _user: UserDep) -> dict:
-    """Register a repository and start indexing it."""
-    path = None
-    if body.path:
-        p = Path(body.path).expanduser()
-        if not p.exists():
-            raise InvalidInput(f"path {body.path!r} does not exist on the server")
-        if not p.is_dir():
-            raise InvalidInput(f"path {body.path!r} is not a directory")
-        path = str(p.resolve())
-    elif body.url and not body.url.startswith(("https://", "http://", "ssh://", "git@", "file://")):
-        raise InvalidInput("url must be an https://, http://, ssh://, git@ or file:// git URL")
-    repo = catalog.create_repo(body.name, path, body.url, body.branch)
+@router.post("/repos", status_code=202, responses=errors(400, 403, 409, 503))
+def create_repo(
+    body: RepoCreate, catalog: CatalogDep, settings: SettingsDep, _user: AdminDep
+) -> RepoAccepted:
+    """Register a repository and start indexing it (admin)."""
+    name = valid_name(body.name)
+    path = sources.check_path(body.path, settings) if body.path else None
+    url = sources.check_url(body.url, settings) if body.url else None
+    branch = sources.check_branch(body.branch) if body.branch is not None else None
+    repo = catalog.create_repo(name, path, url, branch)
     enqueue(INDEX_JOB, {"repo": repo.name})
-    return {"name": repo.name, "status": repo.status}
+    return RepoAccepted(name=repo.name, status=repo.status)
 
 
 @router.get("/repos")
@@ -55,25 +60,27 @@ def list_repos(catalog: CatalogDep, _user: UserDep) -> list[RepoOut]:
     return catalog.list_repos()
 
 
-@router.get("/repos/{name}")
-def get_repo(name: str, catalog: CatalogDep, _user: UserDep) -> RepoOut:
+@router.get("/repos/{name}", responses=errors(400, 404))
+def get_repo(name: RepoNameDep, catalog: CatalogDep, _user: UserDep) -> RepoOut:
     """One repository's state."""
     return catalog.get_repo(name)
 
 
-@router.post("/repos/{name}/reindex", status_code=202)
-def reindex(name: str, catalog: CatalogDep, _user: UserDep) -> dict:
-    """Queue a reindex; only files whose content changed are parsed and embedded again."""
+@router.post("/repos/{name}/reindex", status_code=202, responses=errors(400, 403, 404, 409, 503))
+def reindex(name: RepoNameDep, catalog: CatalogDep, _user: AdminDep) -> RepoAccepted:
+    """Queue a reindex (admin); only files whose content changed are parsed and embedded again."""
     repo = catalog.get_repo(name)
     if repo.status == "queued":
         raise Conflict(f"repository {name!r} is already queued")
     enqueue(INDEX_JOB, {"repo": name})
-    return {"name": name, "status": repo.status}
+    return RepoAccepted(name=name, status=repo.status)
 
 
-@router.delete("/repos/{name}", status_code=204)
-def delete_repo(name: str, catalog: CatalogDep, settings: SettingsDep, _user: UserDep) -> Response:
-    """Remove a repository's vectors, units, files and clone."""
+@router.delete("/repos/{name}", status_code=204, responses=errors(400, 403, 404, 503))
+def delete_repo(
+    name: RepoNameDep, catalog: CatalogDep, settings: SettingsDep, _user: AdminDep
+) -> Response:
+    """Remove a repository's vectors, units, files and clone (admin)."""
     catalog.get_repo(name)
     catalog.delete_repo(name)
     get_vectors(settings).drop(name)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from coderag.deps import CatalogDep, UserDep
+from coderag.deps import CatalogDep, RepoNameDep, UserDep
 from coderag.errors import NotFound
+from coderag.responses import errors
 from coderag.store.graph import Graph
 
 MAX_SYMBOLS = 500
@@ -14,9 +15,9 @@ MAX_SYMBOLS = 500
 router = APIRouter(tags=["symbols"])
 
 
-@router.get("/repos/{name}/symbols")
+@router.get("/repos/{name}/symbols", responses=errors(400, 404))
 def symbols(
-    name: str,
+    name: RepoNameDep,
     catalog: CatalogDep,
     _user: UserDep,
     q: str = Query("", max_length=200, description="name prefix (case-insensitive)"),
@@ -49,9 +50,9 @@ def symbols(
     ]
 
 
-@router.get("/repos/{name}/calls")
+@router.get("/repos/{name}/calls", responses=errors(400, 404))
 def calls(
-    name: str,
+    name: RepoNameDep,
     catalog: CatalogDep,
     _user: UserDep,
     symbol: str = Query(..., min_length=1, max_length=300, description="qualified name"),

@@ -23,6 +23,7 @@ from fastapi.concurrency import run_in_threadpool
 from coderag.deps import CatalogDep, SettingsDep
 from coderag.errors import InvalidInput, Unauthorized
 from coderag.queue import enqueue
+from coderag.responses import errors
 from coderag.schemas import RepoOut
 from coderag.settings import Settings
 from coderag.store import Catalog
@@ -243,7 +244,7 @@ async def _dispatch(
     )
 
 
-@router.post("/webhooks/github", status_code=202)
+@router.post("/webhooks/github", status_code=202, responses=errors(400))
 async def github(request: Request, settings: SettingsDep, catalog: CatalogDep) -> dict[str, Any]:
     """A GitHub webhook signed with X-Hub-Signature-256."""
     body = await request.body()
@@ -255,7 +256,7 @@ async def github(request: Request, settings: SettingsDep, catalog: CatalogDep) -
     return await _dispatch("github", ctype, body, event, "push", delivery, settings, catalog)
 
 
-@router.post("/webhooks/gitlab", status_code=202)
+@router.post("/webhooks/gitlab", status_code=202, responses=errors(400))
 async def gitlab(request: Request, settings: SettingsDep, catalog: CatalogDep) -> dict[str, Any]:
     """A GitLab webhook carrying the secret in X-Gitlab-Token."""
     secret = _secret(settings).decode()
@@ -268,7 +269,7 @@ async def gitlab(request: Request, settings: SettingsDep, catalog: CatalogDep) -
     return await _dispatch("gitlab", ctype, body, event, "Push Hook", delivery, settings, catalog)
 
 
-@router.post("/webhooks/gitea", status_code=202)
+@router.post("/webhooks/gitea", status_code=202, responses=errors(400))
 async def gitea(request: Request, settings: SettingsDep, catalog: CatalogDep) -> dict[str, Any]:
     """A Gitea webhook signed with X-Gitea-Signature."""
     body = await request.body()

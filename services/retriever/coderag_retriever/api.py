@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
 from coderag.errors import InvalidInput
+from coderag.responses import errors
 from coderag.schemas import SearchHit, SearchRequest, SearchResponse
 from coderag.store.graph import Graph
 from coderag_retriever.search import below_gate, rank, to_hit
@@ -47,7 +48,7 @@ def _check(body: SearchRequest, settings: SettingsDep, catalog: CatalogDep) -> s
     return query
 
 
-@router.post("/search")
+@router.post("/search", responses=errors(400, 404, 409, 503))
 def search(
     body: SearchRequest, settings: SettingsDep, catalog: CatalogDep, user: UserDep
 ) -> SearchResponse:
@@ -72,7 +73,7 @@ def search(
     return SearchResponse(results=hits, took_ms=round(took, 2), below_gate=gated)
 
 
-@router.post("/retrieve")
+@router.post("/retrieve", responses=errors(400, 404, 409, 503))
 def retrieve(
     body: SearchRequest, settings: SettingsDep, catalog: CatalogDep, _user: UserDep
 ) -> RetrieveResponse:

@@ -39,6 +39,13 @@ def make_client(chroma_url: str | None, data_dir: Path) -> Any:
     return chromadb.PersistentClient(path=str(data_dir / "chroma"), settings=chroma_settings)
 
 
+def _missing(exc: Exception) -> bool:
+    """Whether Chroma answered that a collection does not exist (not that it is unreachable)."""
+    from chromadb.errors import NotFoundError
+
+    return isinstance(exc, NotFoundError) or "does not exist" in str(exc)
+
+
 class VectorStore:
     """Upsert, query and delete unit vectors of each repository."""
 
@@ -55,7 +62,7 @@ class VectorStore:
                 )
             return self.client.get_collection(name, embedding_function=None)
         except Exception as exc:
-            if not create:
+            if not create and _missing(exc):
                 return None
             raise Unavailable(f"Chroma is not reachable: {exc}") from exc
 
@@ -92,14 +99,17 @@ class VectorStore:
         col = self._collection(repo, create=False, space=space)
         if col is None:
             return []
-        count = col.count()
-        if count == 0:
-            return []
-        res = col.query(
-            query_embeddings=[list(map(float, vector))],
-            n_results=min(n, count),
-            include=["distances"],
-        )
+        try:
+            count = col.count()
+            if count == 0:
+                return []
+            res = col.query(
+                query_embeddings=[list(map(float, vector))],
+                n_results=min(n, count),
+                include=["distances"],
+            )
+        except Exception as exc:  # the server went away between the two calls
+            raise Unavailable(f"Chroma is not reachable: {exc}") from exc
         return [(i, 1.0 - d) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
 
     def ids(self, repo: str, space: str = "vector") -> set[str]:
