@@ -22,7 +22,7 @@ from coderag_retriever.index import RepoIndex
 from coderag_retriever.query import Query
 from coderag_retriever.text import code_tokens, has_chinese
 
-RANKED_ROUTES = ("vector", "vector2", "keyword", "symbol", "exact")
+RANKED_ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "feedback")
 """Routes whose rank and score are features."""
 
 DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
