@@ -357,6 +357,7 @@ def test_rust() -> None:
         ("OrderService.legacy", "method"),
         ("OrderService.validate", "method"),
         ("Store", "interface"),
+        ("Store.save", "method"),
         ("Store.ping", "method"),
     ]
     create = unit(parsed, "OrderService.create")
