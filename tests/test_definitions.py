@@ -49,6 +49,8 @@ def test_typescript_class_members_accessors_and_arrow_consts() -> None:
     assert (fmt.kind, fmt.start_line, fmt.doc) == ("function", 31, "Formats a user for display.")
     header = _one(units, "Cache")
     assert "private items" in header.text and header.end_line == 45
+    cleared = _one(units, "Cache.clearedAt")  # a documented field between methods
+    assert (cleared.kind, cleared.start_line, cleared.end_line) == ("variable", 63, 64)
 
 
 def test_documented_or_long_constants_are_units_and_one_liners_stay_in_blocks() -> None:
@@ -98,6 +100,7 @@ def test_interface_trait_and_abstract_methods_macros_and_fields() -> None:
     check = _one(java, "BaseService.check")
     assert (check.kind, check.doc) == ("method", "Checks one order.")
     assert _one(java, "BaseService.MAX_AMOUNT").doc == "Largest order amount."
+    assert _one(java, "BaseService.seen").kind == "variable"
     assert _one(java, "BaseService").end_line == 39  # the header stops before the nested class
     rust = _parse("rust", "sample.rs").units
     assert (_one(rust, "Ledger.record").kind, _one(rust, "Ledger.record").start_line) == (
@@ -109,3 +112,12 @@ def test_interface_trait_and_abstract_methods_macros_and_fields() -> None:
     assert fail.doc == "Fails the current function with a ledger error."
     error = _one(rust, "LedgerError")
     assert (error.kind, error.doc) == ("type", "Why a payment could not be recorded.")
+
+
+def test_symbol_rows_name_each_definition_once_with_its_kind() -> None:
+    java = Counter((s["name"], s["kind"]) for s in _parse("java", "Sample.java").symbols)
+    assert java[("MAX_AMOUNT", "constant")] == 1 and ("MAX_AMOUNT", "variable") not in java
+    assert java[("Counter", "class")] == 1 and java[("seen", "variable")] == 1
+    ts = Counter((s["name"], s["kind"]) for s in _parse("typescript", "sample.ts").symbols)
+    assert ts[("onLoad", "method")] == 1 and ("onLoad", "variable") not in ts
+    assert ts[("parseId", "function")] == 1

@@ -39,9 +39,9 @@ ATTRIBUTES = {"attribute_item", "decorator"}
 """Sibling nodes above a definition that belong to it (Rust ``#[...]`` attributes)."""
 
 DOC_COMMENT = re.compile(r"^(/\*\*[^/]|///[^/])")
-"""Doc comments (``/** */``, ``///``) that stay attached across one blank line (Javadoc style)."""
+"""Doc comments (``/** */``, ``///``) that stay attached across blank lines (Javadoc style)."""
 
-DOC_GAP = 1
+DOC_GAP = 2
 """Blank lines a doc comment may leave between itself and its definition."""
 
 
@@ -66,7 +66,7 @@ class Definition:
 def find_definitions(matches: list) -> tuple[list[Definition], list[dict]]:
     """Top-level unit definitions (containers hold their methods) and symbol-only rows."""
     found: dict[tuple[int, int], Definition] = {}
-    symbols: list[dict] = []
+    symbols: dict[tuple[int, int, str], dict] = {}
     for _, caps in matches:
         kind_key = next((k for k in caps if k.startswith("definition.")), None)
         if kind_key is None or "name" not in caps:
@@ -76,21 +76,25 @@ def find_definitions(matches: list) -> tuple[list[Definition], list[dict]]:
         d = _definition(node, kind, caps)
         key = (node.start_byte, node.end_byte)
         if kind in SYMBOL_ONLY:
-            symbols.append(
-                {
-                    "name": d.name,
-                    "qualified": d.name,
-                    "kind": kind,
-                    "start_line": node.start_point[0] + 1,
-                    "end_line": node.end_point[0] + 1,
-                }
-            )
+            row = {
+                "name": d.name,
+                "qualified": d.name,
+                "kind": kind,
+                "start_line": node.start_point[0] + 1,
+                "end_line": node.end_point[0] + 1,
+            }
+            symbols.setdefault((*key, d.name), row)  # the first pattern's kind wins
             if d.doc or d.end - d.start + 1 >= CONSTANT_UNIT_LINES:
                 found.setdefault(key, d)  # a group's first name names it; a function wins
             continue
         found[key] = d
     ordered = sorted(found.values(), key=lambda d: (d.node.start_byte, -d.node.end_byte))
-    return _nest(ordered), symbols
+    rows = [  # a field holding a function is named by its method row, not twice
+        row
+        for (start, end, _), row in symbols.items()
+        if (start, end) not in found or found[(start, end)].kind in SYMBOL_ONLY
+    ]
+    return _nest(ordered), rows
 
 
 def _definition(node: Node, kind: str, caps: dict) -> Definition:

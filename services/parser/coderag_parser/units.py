@@ -88,7 +88,7 @@ def _symbol_rows(defs: list[Definition], scope: tuple[str, ...] = ()) -> list[di
         if d.kind in SYMBOL_ONLY:
             continue  # the query's own symbol rows name every constant of a group
         in_container = d.parent is not None and d.parent.kind in CONTAINERS
-        kind = "method" if in_container else d.kind
+        kind = "method" if in_container and d.kind not in CONTAINERS else d.kind
         rows.append(
             {
                 "name": d.name,

@@ -38,6 +38,8 @@
   declarator: (variable_declarator name: (identifier) @name)) @definition.constant
   (#match? @_mods "\\bstatic\\b") (#match? @_mods "\\bfinal\\b"))
 (constant_declaration declarator: (variable_declarator name: (identifier) @name)) @definition.constant
+; other fields: documented ones between methods become units of their own
+(field_declaration declarator: (variable_declarator name: (identifier) @name)) @definition.variable
 
 (method_invocation
   object: (_)? @call.receiver

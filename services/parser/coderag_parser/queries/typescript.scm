@@ -45,6 +45,11 @@
   return_type: [(type_annotation (_) @returns) (type_predicate_annotation (_) @returns)
                 (asserts_annotation (_) @returns)]?) @definition.method
 
+;; other class fields: documented ones between methods become units of their own
+(class_body
+  (public_field_definition
+    name: [(property_identifier) (private_property_identifier) (computed_property_name)] @name) @definition.variable)
+
 ;; class fields holding a function (`handle = (e) => {...}`) are methods
 (public_field_definition
   name: [(property_identifier) (private_property_identifier) (computed_property_name)] @name
