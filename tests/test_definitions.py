@@ -53,14 +53,14 @@ def test_typescript_class_members_accessors_and_arrow_consts() -> None:
     assert (cleared.kind, cleared.start_line, cleared.end_line) == ("variable", 63, 64)
 
 
-def test_documented_or_long_constants_are_units_and_one_liners_stay_in_blocks() -> None:
+def test_exported_documented_or_long_constants_are_units_others_stay_in_blocks() -> None:
     go = _parse("go", "sample.go")
     err = _one(go.units, "ErrInvalid")
     assert err.kind == "variable"
     assert err.doc == "ErrInvalid is returned for a request without a user."
     group = _one(go.units, "ErrClosed")  # a parenthesised group is one unit of all its specs
     assert (group.start_line, group.end_line) == (32, 36) and "ErrBusy" in group.text
-    assert _one(go.units, "retries").kind == "block"
+    assert _one(go.units, "retries").kind == "block"  # lower case: not exported
     names = Counter(s["name"] for s in go.symbols)
     assert names["ErrClosed"] == names["ErrBusy"] == names["ErrInvalid"] == 1
     ts = _parse("typescript", "sample.ts").units
@@ -68,7 +68,9 @@ def test_documented_or_long_constants_are_units_and_one_liners_stay_in_blocks() 
         "constant",
         "Default page size.",
     )
-    assert _one(ts, "retries").kind == "block"
+    assert _one(ts, "retries").kind == "variable"  # exported: a unit even on one line
+    assert _one(ts, "attempts").kind == "block"  # neither exported, documented nor long
+    assert _one(_parse("rust", "sample.rs").units, "MAX_AMOUNT").kind == "constant"  # `pub`
     fees = _one(_parse("rust", "sample.rs").units, "FEES")
     assert (fees.kind, fees.start_line, fees.end_line) == ("constant", 46, 49)
 

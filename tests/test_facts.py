@@ -351,6 +351,7 @@ def test_rust() -> None:
         """,
     )
     assert [(u.symbol, u.kind) for u in parsed.units if u.kind not in ("block", "file")] == [
+        ("MAX_ITEMS", "constant"),
         ("OrderService", "type"),
         ("OrderService", "class"),
         ("OrderService.create", "method"),

@@ -14,17 +14,23 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
+from coderag_parser.languages import EXPORTED
+
 CONTAINERS = {"class", "interface"}
 """Definition kinds whose functions are methods."""
 
 SYMBOL_ONLY = {"constant", "variable"}
-"""Definition kinds that become units only when documented or long (else symbols only)."""
+"""Definition kinds that become units only when exported, documented or long (else symbols only)."""
 
 OVERLOAD = "overload"
 """Kind of a bodiless signature that merges with the same-named definition after it."""
 
 CONSTANT_UNIT_LINES = 3
 """An undocumented constant or variable spanning at least this many lines is a unit."""
+
+EXPORT_KEYWORD = ("text", r"^export\b")
+"""How languages outside ``languages.EXPORTED`` mark a constant exported: an ``export`` statement
+(so Python's module constants stay in blocks unless documented or long)."""
 
 WRAPPERS = {
     "decorated_definition",
@@ -63,7 +69,7 @@ class Definition:
     children: list[Definition] = field(default_factory=list)
 
 
-def find_definitions(matches: list) -> tuple[list[Definition], list[dict]]:
+def find_definitions(matches: list, language: str) -> tuple[list[Definition], list[dict]]:
     """Top-level unit definitions (containers hold their methods) and symbol-only rows."""
     found: dict[tuple[int, int], Definition] = {}
     symbols: dict[tuple[int, int, str], dict] = {}
@@ -73,7 +79,7 @@ def find_definitions(matches: list) -> tuple[list[Definition], list[dict]]:
             continue
         node = caps[kind_key][0]
         kind = kind_key.split(".", 1)[1]
-        d = _definition(node, kind, caps)
+        d, outer = _definition(node, kind, caps)
         key = (node.start_byte, node.end_byte)
         if kind in SYMBOL_ONLY:
             row = {
@@ -84,7 +90,7 @@ def find_definitions(matches: list) -> tuple[list[Definition], list[dict]]:
                 "end_line": node.end_point[0] + 1,
             }
             symbols.setdefault((*key, d.name), row)  # the first pattern's kind wins
-            if d.doc or d.end - d.start + 1 >= CONSTANT_UNIT_LINES:
+            if d.doc or d.end - d.start + 1 >= CONSTANT_UNIT_LINES or _exported(language, d, outer):
                 found.setdefault(key, d)  # a group's first name names it; a function wins
             continue
         found[key] = d
@@ -97,7 +103,12 @@ def find_definitions(matches: list) -> tuple[list[Definition], list[dict]]:
     return _nest(ordered), rows
 
 
-def _definition(node: Node, kind: str, caps: dict) -> Definition:
+def _exported(language: str, d: Definition, outer: Node) -> bool:
+    field, pattern = EXPORTED.get(language, EXPORT_KEYWORD)
+    return bool(re.search(pattern, d.name if field == "name" else _text(outer)))
+
+
+def _definition(node: Node, kind: str, caps: dict) -> tuple[Definition, Node]:
     parent = node.parent
     wraps = (
         parent is not None
@@ -108,7 +119,7 @@ def _definition(node: Node, kind: str, caps: dict) -> Definition:
     outer = parent if wraps and parent is not None else node
     leading = _leading(outer)
     doc = _doc_text(_text(caps["doc"][0])) if "doc" in caps else _comment_doc(leading)
-    return Definition(
+    definition = Definition(
         node=node,
         kind=kind,
         name=_text(caps["name"][0]),
@@ -120,6 +131,7 @@ def _definition(node: Node, kind: str, caps: dict) -> Definition:
         params=_text(caps["params"][0]) if "params" in caps else "",
         returns=_text(caps["returns"][0]) if "returns" in caps else "",
     )
+    return definition, outer
 
 
 def _nest(ordered: list[Definition]) -> list[Definition]:

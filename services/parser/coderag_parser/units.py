@@ -73,7 +73,7 @@ def parse_source(
         data = source.encode("utf-8")
         tree = parser(language).parse(data)
         matches = QueryCursor(load_query(language)).matches(tree.root_node)
-        defs, symbols = find_definitions(matches)
+        defs, symbols = find_definitions(matches, language)
         if defs or not tree.root_node.has_error:
             units, owners = _code_units(repo, path, language, data, lines, is_test, defs)
             parsed = ParsedFile(units, symbols=_symbol_rows(defs) + symbols)
