@@ -138,19 +138,24 @@ def _weights(settings: Settings, **changes: float) -> str:
     return ",".join(f"{k}:{v}" for k, v in weights.items())
 
 
+def _without(settings: Settings, route: str) -> str:
+    """Route weights with one route left out (not listed: the learned ranker cannot read it)."""
+    return ",".join(f"{k}:{v}" for k, v in settings.weights().items() if k != route)
+
+
 def systems(settings: Settings) -> dict[str, Settings]:
     """coderag's default search, each route alone, and the search with one component changed."""
     learned_ = settings.model_copy(update={"ranker": "learned"})
     fused = settings.model_copy(update={"ranker": "fused"})
     rows = {DEFAULT: learned_, "coderag, fused order (RRF, no learned ranker)": fused}
     for route in ROUTE_NAMES:
-        only = {r: (1.0 if r == route else 0.0) for r in (*ROUTE_NAMES, "history")}
+        only = {r: float(r == route) for r in (*ROUTE_NAMES, "feedback", "history")}
         rows[f"route: {route} only"] = fused.model_copy(
             update={"route_weights": _weights(settings, **only), "expand_depth": 0}
         )
-    for route in ("vector", "vector2", "keyword", "symbol", "exact"):
+    for route in ("vector", "vector2", "keyword", "symbol", "exact", "feedback"):
         rows[f"learned without {route}"] = learned_.model_copy(
-            update={"route_weights": _weights(settings, **{route: 0.0})}
+            update={"route_weights": _without(settings, route)}
         )
     rows["learned + cluster route"] = learned_.model_copy(
         update={"route_weights": _weights(settings, cluster=1.0)}

@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
+import check_questions
 import gold_syntax
 
 
@@ -68,3 +69,15 @@ def test_attributes_are_skipped_before_the_definition() -> None:
     assert gold_syntax.skip_attributes("rust", rust, 1, 5) == 4
     java = ['@SuppressWarnings("unchecked")', "@Override", "public int size()", "{", "}"]
     assert gold_syntax.skip_attributes("java", java, 1, 5) == 3
+
+
+def test_checker_reports_a_range_cut_inside_a_body(tmp_path: Path) -> None:
+    """check_questions accepts a whole method and rejects one cut before its closing brace."""
+    source = "class A {\n  run(x: number): number {\n    return x\n  }\n}\n"
+    (tmp_path / "a.ts").write_text(source, encoding="utf-8")
+    checker = check_questions.Checker(fetch_sources=False)
+    checker.check_gold("whole", {"file": "a.ts", "start_line": 2, "end_line": 4}, tmp_path)
+    assert checker.errors == []
+    checker.check_gold("cut", {"file": "a.ts", "start_line": 2, "end_line": 3}, tmp_path)
+    checker.check_gold("stmt", {"file": "a.ts", "start_line": 3, "end_line": 3}, tmp_path)
+    assert [e.split(":")[0] for e in checker.errors] == ["cut", "stmt"]
