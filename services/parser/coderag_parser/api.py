@@ -82,8 +82,8 @@ def delete_repo(
 ) -> Response:
     """Remove a repository's vectors, units, files and clone (admin)."""
     catalog.get_repo(name)
+    get_vectors(settings).drop(name)  # first: with Chroma down this is a 503 and nothing is lost
     catalog.delete_repo(name)
-    get_vectors(settings).drop(name)
     clone = settings.data_dir / "repos" / name
     if clone.is_dir():
         import shutil

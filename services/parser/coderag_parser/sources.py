@@ -81,6 +81,7 @@ def url_kind(url: str) -> tuple[str, str, bool]:
         scheme = parts.scheme.lower()
         try:
             host = (parts.hostname or "").lower()
+            _ = parts.port  # ValueError when the port is not a number
             # a user name alone is how ssh logs in; anything with a secret is a credential
             secret = parts.password is not None or (scheme in ("https", "http") and parts.username)
         except ValueError as exc:  # a port that is not a number
