@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -33,8 +34,13 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
     catalog = get_catalog()
     vectors = get_vectors()
     commit = payload.get("commit") or ""
+    reg = payload.get("registration")
     try:
-        catalog.get_repo(name)
+        if reg is None:
+            reg = catalog.registration(name)
+        elif catalog.registration(name) != reg:
+            # the job's repository was deleted and the name registered again: leave that one be
+            return {"repo": name, "skipped": "deleted"}
         encoders = get_encoders()
         changed = sorted(set(payload.get("files", [])))
         # A one-file push reads only that file's units; for the rest only ids are compared, so a
@@ -47,29 +53,39 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
         encoded = written = 0
         every = catalog.unit_ids(name)
         for space, encoder in encoders.items():
-            encoded += _embed(name, units, commit, encoder, space)
-            vectors.delete(name, payload.get("stale_ids", []), space)
-            stored = vectors.ids(name, space)
+            encoded += _embed(name, units, commit, encoder, space, reg)
+            vectors.delete(name, payload.get("stale_ids", []), space, reg)
+            stored = vectors.ids(name, space, reg)
             missing = list(catalog.units_by_id(every - stored).values())
-            encoded += _embed(name, missing, commit, encoder, space)
+            encoded += _embed(name, missing, commit, encoder, space, reg)
             written += len(units) + len(missing)
-            vectors.delete(name, sorted(stored - every), space)
+            vectors.delete(name, sorted(stored - every), space, reg)
         for space in set(SPACE_PREFIXES) - set(encoders):
-            vectors.drop(name, space)  # a second encoder switched off: its vectors go stale
-        catalog.get_repo(name)
+            vectors.drop(name, space, reg)  # a second encoder switched off: its vectors go stale
+        if catalog.registration(name) != reg:
+            raise NotFound(f"repository {name!r} was registered again")
     except NotFound:
-        vectors.drop(name)  # deleted while we wrote: leave no vectors behind
+        vectors.drop(name, registration=reg)  # deleted while we wrote: leave no vectors behind
         return {"repo": name, "skipped": "deleted"}
     except Exception as exc:
         log.exception("embedding %s failed", name)
-        catalog.update_repo(name, status="error", error=f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(NotFound):
+            catalog.update_repo(name, reg, status="error", error=f"{type(exc).__name__}: {exc}")
         raise
-    out = {**payload, "vectors": written, "encoded": encoded, "cached": written - encoded}
+    out = {
+        **payload,
+        "registration": reg,
+        "vectors": written,
+        "encoded": encoded,
+        "cached": written - encoded,
+    }
     enqueue(REFRESH_JOB, out)
     return out
 
 
-def _embed(name: str, units: list[Any], commit: str, encoder: Any, space: str) -> int:
+def _embed(
+    name: str, units: list[Any], commit: str, encoder: Any, space: str, registration: str
+) -> int:
     """Write the units' vectors, encoding only what the cache lacks; returns how many it encoded."""
     catalog = get_catalog()
     texts = {u.id: unit_text(u) for u in units}
@@ -91,6 +107,7 @@ def _embed(name: str, units: list[Any], commit: str, encoder: Any, space: str) -
             np.stack([known[keys[u.id]] for u in chunk]),
             [_metadata(u, commit) for u in chunk],
             space,
+            registration,
         )
         progress.report(name, f"embedding ({space})", start + len(chunk), len(units))
     return encoded

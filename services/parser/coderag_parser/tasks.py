@@ -8,6 +8,7 @@ indexed one, so the index after any sequence of updates equals a full index of t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -20,11 +21,19 @@ from typing import Any
 from coderag import progress
 from coderag.errors import NotFound
 from coderag.queue import enqueue
+from coderag.redact import redact
 from coderag.schemas import Unit
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag_parser import gitsync
-from coderag_parser.files import Skipped, excluded, indexable, read_source, walk
+from coderag_parser.files import (
+    Skipped,
+    excluded,
+    indexable,
+    read_source,
+    regular_file,
+    walk,
+)
 from coderag_parser.units import parse_source
 
 log = logging.getLogger(__name__)
@@ -46,6 +55,7 @@ def parse_file(args: tuple[str, str, str, str, int, bool, str]) -> dict[str, Any
     text, reason = read_source(Path(root) / path, max_bytes)
     if text is None:
         return {"path": path, "skip": reason}
+    text, _ = redact(text, path)  # what is parsed is what gets stored, embedded and shown
     parsed = parse_source(repo, path, language, text, markers)
     if with_blame:
         _attach_blame(parsed.units, gitsync.blame(Path(root), path))
@@ -128,7 +138,7 @@ def _candidates(
         drop: set[str] = set()
         for rel in changed | dirty | dirty_before:
             lang = indexable(rel)
-            if lang and (root / rel).is_file() and not excluded(root, rel, extra):
+            if lang and regular_file(root, rel) and not excluded(root, rel, extra):
                 to_read[rel] = lang
             elif rel in known:
                 drop.add(rel)
@@ -151,13 +161,16 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
     catalog = get_catalog()
     try:
         repo = catalog.get_repo(name)
+        reg = catalog.registration(name)
     except NotFound:
+        return {"repo": name, "skipped": "deleted"}
+    if payload.get("registration") not in (None, reg):
         return {"repo": name, "skipped": "deleted"}
     fields: dict[str, Any] = {"error": None, "progress": "walking"}
     if repo.status != "ready":
         fields["status"] = "indexing"
-    catalog.update_repo(name, **fields)
     try:
+        catalog.update_repo(name, reg, **fields)
         root = gitsync.checkout(repo, settings.data_dir)
         commit = gitsync.head_commit(root)
         extra = [p.strip() for p in settings.exclude.split(",") if p.strip()]
@@ -189,21 +202,25 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
             symbols=[s for r in changed for s in r["symbols"]],
             calls=[c for r in changed for c in r["calls"]],
             imports=[i for r in changed for i in r["imports"]],
+            registration=reg,
         )
-        stale = (old_ids - {u.id for u in units}) | set(catalog.remove_files(name, sorted(drop)))
-        catalog.set_history(name, gitsync.recent_commits(root, settings.history_days))
+        removed = catalog.remove_files(name, sorted(drop), registration=reg)
+        stale = (old_ids - {u.id for u in units}) | set(removed)
+        catalog.set_history(name, gitsync.recent_commits(root, settings.history_days), reg)
         update: dict[str, Any] = {"dirty": json.dumps(sorted(dirty))}
         if skipped is not None:
             update["skipped"] = skipped.total
-        catalog.update_repo(name, **update)
+        catalog.update_repo(name, reg, **update)
     except NotFound:
         return {"repo": name, "skipped": "deleted"}
     except Exception as exc:
         log.exception("indexing %s failed", name)
-        catalog.update_repo(name, status="error", error=f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(NotFound):
+            catalog.update_repo(name, reg, status="error", error=f"{type(exc).__name__}: {exc}")
         raise
     out = {
         "repo": name,
+        "registration": reg,
         "files": paths,
         "removed": sorted(drop),
         "stale_ids": sorted(stale),

@@ -17,8 +17,10 @@ def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
     name = payload["repo"]
     catalog = get_catalog()
     try:
-        catalog.get_repo(name)
+        reg = catalog.registration(name)
     except NotFound:
+        return {"repo": name, "skipped": "deleted"}
+    if payload.get("registration") not in (None, reg):
         return {"repo": name, "skipped": "deleted"}
     files, units = catalog.counts(name)
     settings = get_settings()
@@ -27,14 +29,16 @@ def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
 
         refresh(catalog, name, settings)
 
-    def publish(conn: Any) -> None:
-        conn.execute(
+    def publish(conn: Any) -> int:
+        return conn.execute(
             "UPDATE repos SET status='ready', files=?, units=?, commit_sha=?, indexed_at=?, "
-            "progress=NULL, error=NULL, generation=generation+1 WHERE name=?",
-            (files, units, payload.get("commit"), now_iso(), name),
-        )
+            "progress=NULL, error=NULL, generation=generation+1 WHERE name=? "
+            "AND COALESCE(uid, '')=?",
+            (files, units, payload.get("commit"), now_iso(), name, reg),
+        ).rowcount
 
-    catalog.db.write(publish)
+    if not catalog.db.write(publish):
+        return {"repo": name, "skipped": "deleted"}
     if not settings.redis_url:
         get_index_cache().get(catalog, name)
     return {"repo": name, "files": files, "units": units}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from coderag.errors import NotFound
 from coderag.settings import Settings, get_settings
 from coderag.store.catalog import Catalog
 from coderag.store.sqlite import Database
@@ -35,8 +36,19 @@ def get_vectors(settings: Settings | None = None) -> VectorStore:
     key = _key(settings, "vectors")
     with _lock:
         if key not in _stores:
-            _stores[key] = VectorStore(make_client(settings.chroma_url, settings.data_dir))
+            _stores[key] = VectorStore(
+                make_client(settings.chroma_url, settings.data_dir),
+                lambda repo: _current_registration(settings, repo),
+            )
         return _stores[key]  # type: ignore[return-value]
+
+
+def _current_registration(settings: Settings, repo: str) -> str:
+    """The repository's registration id, '' once it is gone (its collections are then dropped)."""
+    try:
+        return get_catalog(settings).registration(repo)
+    except NotFound:
+        return ""
 
 
 def reset_stores() -> None:

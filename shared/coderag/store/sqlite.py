@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS repos (
     generation INTEGER NOT NULL DEFAULT 0,
     dirty TEXT NOT NULL DEFAULT '[]',
     silhouette REAL,
+    uid TEXT,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
 );
 CREATE TABLE IF NOT EXISTS files (
@@ -105,6 +106,9 @@ CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);
 """
 """Tables: repos, their files and units, the embedding cache and the audit log."""
 
+ADDED_COLUMNS = (("repos", "uid", "TEXT"),)
+"""Columns added after the first release: (table, column, declaration), added to older files."""
+
 _STOP = object()
 
 
@@ -132,6 +136,11 @@ class Database:
     def _run_writer(self) -> None:
         conn = self._connect()
         conn.executescript(SCHEMA)
+        for table, column, decl in ADDED_COLUMNS:
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        conn.commit()
         self._ready.set()
         while True:
             item = self._jobs.get()
