@@ -45,7 +45,7 @@ def unit_from_row(row: sqlite3.Row) -> Unit:
     )
 
 
-FILE_TABLES = ("units", "files", "symbols", "calls", "imports", "file_history")
+FILE_TABLES = ("units", "files", "symbols", "calls", "imports", "file_history", "skipped_files")
 """Tables whose rows belong to one file of one repository."""
 
 _FILE_COLUMN = {"files": "path"}
@@ -219,6 +219,47 @@ class Catalog:
 
         self.db.write(write)
 
+    def set_skipped(
+        self,
+        repo: str,
+        skipped: dict[str, str],
+        considered: Iterable[str] | None,
+        registration: str | None = None,
+    ) -> dict[str, int]:
+        """Record files left out (path -> reason) among ``considered`` paths (None: the whole
+        tree was walked, forget earlier ones) and refresh the repository's counts by reason."""
+        considered = None if considered is None else list(considered)
+
+        def write(conn: sqlite3.Connection) -> dict[str, int]:
+            if registration is not None:
+                _check_registration(conn, repo, registration)
+            if considered is None:
+                conn.execute("DELETE FROM skipped_files WHERE repo=?", (repo,))
+            else:
+                conn.executemany(
+                    "DELETE FROM skipped_files WHERE repo=? AND file=?",
+                    [(repo, p) for p in considered],
+                )
+            conn.executemany(
+                "INSERT OR REPLACE INTO skipped_files (repo, file, reason) VALUES (?,?,?)",
+                [(repo, p, r) for p, r in skipped.items()],
+            )
+            counts = {
+                r[0]: r[1]
+                for r in conn.execute(
+                    "SELECT reason, COUNT(*) FROM skipped_files WHERE repo=? GROUP BY reason "
+                    "ORDER BY reason",
+                    (repo,),
+                )
+            }
+            conn.execute(
+                "UPDATE repos SET skipped=?, skipped_reasons=? WHERE name=?",
+                (sum(counts.values()), json.dumps(counts), repo),
+            )
+            return counts
+
+        return self.db.write(write)
+
     def history(self, repo: str) -> dict[str, int]:
         """Recent commits per file."""
         rows = self.db.read("SELECT file, commits FROM file_history WHERE repo=?", (repo,))
@@ -316,6 +357,7 @@ def _repo_out(row: sqlite3.Row) -> RepoOut:
         files=row["files"],
         units=row["units"],
         skipped=row["skipped"],
+        skipped_by_reason=json.loads(row["skipped_reasons"] or "{}"),
         indexed_at=row["indexed_at"],
         error=row["error"],
         progress=row["progress"],

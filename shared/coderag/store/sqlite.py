@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS repos (
     dirty TEXT NOT NULL DEFAULT '[]',
     silhouette REAL,
     uid TEXT,
+    skipped_reasons TEXT NOT NULL DEFAULT '{}',
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
 );
 CREATE TABLE IF NOT EXISTS files (
@@ -84,6 +85,10 @@ CREATE TABLE IF NOT EXISTS imports (
     repo TEXT NOT NULL, file TEXT NOT NULL, module TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS imports_file ON imports (repo, file);
+CREATE TABLE IF NOT EXISTS skipped_files (
+    repo TEXT NOT NULL, file TEXT NOT NULL, reason TEXT NOT NULL,
+    PRIMARY KEY (repo, file)
+);
 CREATE TABLE IF NOT EXISTS embed_cache (
     model TEXT NOT NULL,
     content_hash TEXT NOT NULL,
@@ -106,7 +111,10 @@ CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);
 """
 """Tables: repos, their files and units, the embedding cache and the audit log."""
 
-ADDED_COLUMNS = (("repos", "uid", "TEXT"),)
+ADDED_COLUMNS = (
+    ("repos", "uid", "TEXT"),
+    ("repos", "skipped_reasons", "TEXT NOT NULL DEFAULT '{}'"),
+)
 """Columns added after the first release: (table, column, declaration), added to older files."""
 
 _STOP = object()
