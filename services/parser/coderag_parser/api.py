@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Response
 
+from coderag import recovery
 from coderag.deps import CatalogDep, SettingsDep, UserDep
-from coderag.errors import Conflict, InvalidInput
+from coderag.errors import Conflict, InvalidInput, Unavailable
 from coderag.queue import enqueue
 from coderag.schemas import RepoCreate, RepoOut
+from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag_parser.symbols import router as symbols_router
 from coderag_parser.webhooks import router as webhooks_router
@@ -23,11 +26,10 @@ router = APIRouter(tags=["repos"])
 
 @asynccontextmanager
 async def lifespan(_: FastAPI):
-    """Resume repositories whose indexing a restart interrupted."""
-    catalog = get_catalog()
-    for repo in catalog.list_repos():
-        if repo.status in ("queued", "indexing"):
-            enqueue(INDEX_JOB, {"repo": repo.name})
+    """Resume repositories whose indexing a restart interrupted (Redis down: the workers heal
+    them once it is back)."""
+    with contextlib.suppress(Unavailable):
+        recovery.heal(get_catalog(), get_settings(), startup=True)
     yield
 
 
@@ -45,7 +47,11 @@ def create_repo(body: RepoCreate, catalog: CatalogDep, _user: UserDep) -> dict:
     elif body.url and not body.url.startswith(("https://", "http://", "ssh://", "git@", "file://")):
         raise InvalidInput("url must be an https://, http://, ssh://, git@ or file:// git URL")
     repo = catalog.create_repo(body.name, path, body.url, body.branch)
-    enqueue(INDEX_JOB, {"repo": repo.name})
+    try:
+        enqueue(INDEX_JOB, {"repo": repo.name})
+    except Unavailable:
+        catalog.delete_repo(repo.name)  # nothing half-registered: the same POST works later
+        raise
     return {"name": repo.name, "status": repo.status}
 
 

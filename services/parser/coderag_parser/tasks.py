@@ -8,17 +8,17 @@ indexed one, so the index after any sequence of updates equals a full index of t
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
+from coderag import lease, recovery
 from coderag.errors import NotFound
 from coderag.queue import enqueue
-from coderag.schemas import Unit
-from coderag.settings import get_settings
-from coderag.store import get_catalog
+from coderag.schemas import RepoOut, Unit
+from coderag.settings import Settings, get_settings
+from coderag.store import Catalog, get_catalog
 from coderag_parser import gitsync
 from coderag_parser.files import excluded, indexable, regular_file, walk
 from coderag_parser.parsing import parse_all
@@ -72,62 +72,76 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
         return {"repo": name, "skipped": "deleted"}
     if payload.get("registration") not in (None, reg):
         return {"repo": name, "skipped": "deleted"}
+    token = lease.start_chain(catalog, name, settings.job_lease_s)
+    if token is None:
+        return {"repo": name, "skipped": "running"}  # it runs once more when that chain ends
     fields: dict[str, Any] = {"error": None, "progress": "walking"}
     if repo.status != "ready":
         fields["status"] = "indexing"
     try:
-        catalog.update_repo(name, reg, **fields)
-        root = gitsync.checkout(repo, settings.data_dir)
-        commit = gitsync.head_commit(root)
-        extra = [p.strip() for p in settings.exclude.split(",") if p.strip()]
-        row = catalog.db.read("SELECT dirty FROM repos WHERE name=?", (name,))[0]
-        known = catalog.file_shas(name)
-        last = repo.commit if repo.status != "error" else None
-        to_read, drop, skipped, dirty = _candidates(
-            root, last, set(json.loads(row["dirty"])), extra, set(known)
-        )
-        blame = commit is not None
-        jobs = [
-            (name, str(root), p, lang, settings.max_file_bytes, blame, settings.deprecated_markers)
-            for p, lang in sorted(to_read.items())
-        ]
-        results = parse_all(jobs, settings.workers(), name)
-        changed = [r for r in results if "skip" not in r and known.get(r["path"]) != r["sha"]]
-        drop |= {r["path"] for r in results if "skip" in r and r["path"] in known}
-        left_out = {r["path"]: r["skip"] for r in results if "skip" in r}
-        units = [Unit(**u) for r in changed for u in r["units"]]
-        paths = [r["path"] for r in changed]
-        old_ids = {u.id for u in catalog.units(name, paths)}
-        catalog.replace_files(
-            name,
-            [(r["path"], r["language"], r["lines"], r["sha"]) for r in changed],
-            units,
-            symbols=[s for r in changed for s in r["symbols"]],
-            calls=[c for r in changed for c in r["calls"]],
-            imports=[i for r in changed for i in r["imports"]],
-            registration=reg,
-        )
-        removed = catalog.remove_files(name, sorted(drop), registration=reg)
-        stale = (old_ids - {u.id for u in units}) | set(removed)
-        catalog.set_history(name, gitsync.recent_commits(root, settings.history_days), reg)
-        considered = None if skipped is not None else set(to_read) | drop
-        catalog.set_skipped(name, {**(skipped or {}), **left_out}, considered, reg)
-        catalog.update_repo(name, reg, dirty=json.dumps(sorted(dirty)))
+        with lease.renewing(catalog, name, token, settings.job_lease_s):
+            paths, drop, stale, commit, full = _index(catalog, settings, repo, reg, fields)
     except NotFound:
         return {"repo": name, "skipped": "deleted"}
     except Exception as exc:
         log.exception("indexing %s failed", name)
-        with contextlib.suppress(NotFound):
-            catalog.update_repo(name, reg, status="error", error=f"{type(exc).__name__}: {exc}")
+        recovery.fail(catalog, name, reg, token, exc)
         raise
     out = {
         "repo": name,
         "registration": reg,
+        "lease": token,
         "files": paths,
         "removed": sorted(drop),
         "stale_ids": sorted(stale),
         "commit": commit,
-        "full_walk": skipped is not None,
+        "full_walk": full,
     }
     enqueue(EMBED_JOB, out)
     return out
+
+
+def _index(
+    catalog: Catalog, settings: Settings, repo: RepoOut, reg: str, fields: dict[str, Any]
+) -> tuple[list[str], set[str], set[str], str | None, bool]:
+    """Parse what changed and record it; (changed paths, dropped paths, stale unit ids, commit,
+    whether the whole tree was walked)."""
+    name = repo.name
+    catalog.update_repo(name, reg, **fields)
+    root = gitsync.checkout(repo, settings.data_dir)
+    commit = gitsync.head_commit(root)
+    extra = [p.strip() for p in settings.exclude.split(",") if p.strip()]
+    row = catalog.db.read("SELECT dirty FROM repos WHERE name=?", (name,))[0]
+    known = catalog.file_shas(name)
+    last = repo.commit if repo.status != "error" else None
+    to_read, drop, skipped, dirty = _candidates(
+        root, last, set(json.loads(row["dirty"])), extra, set(known)
+    )
+    blame = commit is not None
+    jobs = [
+        (name, str(root), p, lang, settings.max_file_bytes, blame, settings.deprecated_markers)
+        for p, lang in sorted(to_read.items())
+    ]
+    results = parse_all(jobs, settings.workers(), name)
+    changed = [r for r in results if "skip" not in r and known.get(r["path"]) != r["sha"]]
+    drop |= {r["path"] for r in results if "skip" in r and r["path"] in known}
+    left_out = {r["path"]: r["skip"] for r in results if "skip" in r}
+    units = [Unit(**u) for r in changed for u in r["units"]]
+    paths = [r["path"] for r in changed]
+    old_ids = {u.id for u in catalog.units(name, paths)}
+    catalog.replace_files(
+        name,
+        [(r["path"], r["language"], r["lines"], r["sha"]) for r in changed],
+        units,
+        symbols=[s for r in changed for s in r["symbols"]],
+        calls=[c for r in changed for c in r["calls"]],
+        imports=[i for r in changed for i in r["imports"]],
+        registration=reg,
+    )
+    removed = catalog.remove_files(name, sorted(drop), registration=reg)
+    stale = (old_ids - {u.id for u in units}) | set(removed)
+    catalog.set_history(name, gitsync.recent_commits(root, settings.history_days), reg)
+    considered = None if skipped is not None else set(to_read) | drop
+    catalog.set_skipped(name, {**(skipped or {}), **left_out}, considered, reg)
+    catalog.update_repo(name, reg, dirty=json.dumps(sorted(dirty)))
+    return paths, drop, stale, commit, skipped is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 from coderag.errors import NotFound
@@ -49,6 +50,17 @@ def _current_registration(settings: Settings, repo: str) -> str:
         return get_catalog(settings).registration(repo)
     except NotFound:
         return ""
+
+
+def _forget_in_child() -> None:
+    """A forked child (an rq work horse) must not use the parent's stores: the SQLite writer
+    thread does not exist in it, and a write would wait forever."""
+    global _lock
+    _lock = threading.Lock()
+    _stores.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def reset_stores() -> None:

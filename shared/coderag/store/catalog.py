@@ -297,6 +297,11 @@ class Catalog:
         """Ids of a repository's units."""
         return {r[0] for r in self.db.read("SELECT id FROM units WHERE repo=?", (repo,))}
 
+    def unit_hashes(self, repo: str) -> dict[str, str]:
+        """Unit id -> content hash of a repository's units (what its vectors must encode)."""
+        rows = self.db.read("SELECT id, content_hash FROM units WHERE repo=?", (repo,))
+        return {r["id"]: r["content_hash"] for r in rows}
+
     def units_by_id(self, ids: Iterable[str]) -> dict[str, Unit]:
         """Units with the given ids."""
         ids = list(ids)

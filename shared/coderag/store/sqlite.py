@@ -32,6 +32,10 @@ CREATE TABLE IF NOT EXISTS repos (
     silhouette REAL,
     uid TEXT,
     skipped_reasons TEXT NOT NULL DEFAULT '{}',
+    lease_owner TEXT,
+    lease_until REAL,
+    pending INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
 );
 CREATE TABLE IF NOT EXISTS files (
@@ -114,6 +118,10 @@ CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);
 ADDED_COLUMNS = (
     ("repos", "uid", "TEXT"),
     ("repos", "skipped_reasons", "TEXT NOT NULL DEFAULT '{}'"),
+    ("repos", "lease_owner", "TEXT"),
+    ("repos", "lease_until", "REAL"),
+    ("repos", "pending", "INTEGER NOT NULL DEFAULT 0"),
+    ("repos", "attempts", "INTEGER NOT NULL DEFAULT 0"),
 )
 """Columns added after the first release: (table, column, declaration), added to older files."""
 

@@ -145,6 +145,20 @@ class VectorStore:
             return set()
         return set(col.get(include=[])["ids"])
 
+    def hashes(
+        self, repo: str, space: str = "vector", registration: str | None = None
+    ) -> dict[str, str]:
+        """Vector id -> the content hash of the text it encodes ('' when its metadata lacks
+        one), for the repair pass that compares them with the catalog."""
+        col = self._collection(repo, create=False, space=space, registration=registration)
+        if col is None:
+            return {}
+        got = col.get(include=["metadatas"])
+        return {
+            i: str((m or {}).get("content_hash", ""))
+            for i, m in zip(got["ids"], got["metadatas"], strict=True)
+        }
+
     def count(self, repo: str, space: str = "vector") -> int:
         """Number of vectors stored for a repository."""
         col = self._collection(repo, create=False, space=space)
