@@ -190,17 +190,26 @@ coderag is indexing {name!r} in the background. Try:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run an rq worker for one service's queue (needs REDIS_URL)."""
+    import threading
+
     from redis import Redis
     from rq import Queue, Worker
+
+    from coderag.recovery import heal_forever
 
     settings = get_settings()
     if not settings.redis_url:
         print("error: set REDIS_URL to run a worker", file=sys.stderr)
         return 2
     conn = Redis.from_url(settings.redis_url)
-    Worker([Queue(q, connection=conn) for q in args.queues], connection=conn).work(
-        with_scheduler=True, burst=args.burst
-    )
+    stop = threading.Event()  # every worker also restarts indexing whose worker died
+    threading.Thread(target=heal_forever, args=(settings, stop), daemon=True).start()
+    try:
+        Worker([Queue(q, connection=conn) for q in args.queues], connection=conn).work(
+            with_scheduler=True, burst=args.burst
+        )
+    finally:
+        stop.set()
     return 0
 
 

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from coderag.errors import Unavailable
 from coderag.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,9 @@ QUEUE_OF_PACKAGE = {
 
 JOB_TIMEOUT_S = 6 * 3600
 """rq job timeout: indexing a million-line repository on CPU takes hours."""
+
+JOB_KEY = "coderag:job:{}"
+"""Redis key holding the id of a repository's latest queued job."""
 
 _local = threading.local()
 
@@ -98,12 +102,21 @@ def enqueue(job: str, payload: dict[str, Any], settings: Settings | None = None)
         return "inline-" + uuid.uuid4().hex
     if settings.redis_url:
         from redis import Redis
+        from redis.exceptions import ConnectionError, TimeoutError
         from rq import Queue, Retry
 
-        q = Queue(queue_name(job), connection=Redis.from_url(settings.redis_url))
-        rq_job = q.enqueue(
-            job, payload, retry=Retry(max=2, interval=[5, 30]), job_timeout=JOB_TIMEOUT_S
-        )
+        conn = Redis.from_url(settings.redis_url)
+        try:
+            rq_job = Queue(queue_name(job), connection=conn).enqueue(
+                job, payload, retry=Retry(max=2, interval=[5, 30]), job_timeout=JOB_TIMEOUT_S
+            )
+            if "repo" in payload:  # the chain's latest job, for recovery.heal to look at
+                conn.set(JOB_KEY.format(payload["repo"]), rq_job.id, ex=JOB_TIMEOUT_S)
+        except (ConnectionError, TimeoutError) as exc:
+            raise Unavailable(
+                f"the job queue (Redis) is not reachable: {exc}; nothing was queued, try again "
+                "when it is back"
+            ) from exc
         return rq_job.id
     _in_process().jobs.put((job, payload))
     return "local-" + uuid.uuid4().hex

@@ -109,6 +109,11 @@ class RepoOut(BaseModel):
     files: int = 0
     units: int = 0
     skipped: int = 0
+    skipped_by_reason: dict[str, int] = Field(
+        default_factory=dict,
+        description="Files left out, by reason: unsupported_type, too_large, binary, not_utf8, "
+        "generated, minified, unreadable, symlink, too_deep, parse_error, parser_crash.",
+    )
     indexed_at: str | None = None
     error: str | None = None
     progress: str | None = None

@@ -106,6 +106,18 @@ class Settings(BaseSettings):
     exclude: str = Field(
         "", description="Extra comma-separated gitignore-style patterns to exclude."
     )
+    job_lease_s: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds an indexing job may go without a heartbeat before it counts as "
+        "dead (its worker killed) and the indexing is started again.",
+    )
+    job_retries: int = Field(
+        2,
+        ge=0,
+        description="Times an indexing that died with its worker is started again before the "
+        "repository is set to `error`.",
+    )
 
     deprecated_markers: str = Field(
         r"(?i)\bdeprecated\b|@Deprecated|\bDEPRECATED\b",

@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from coderag import progress
+from coderag import lease, progress, recovery
 from coderag.errors import NotFound
 from coderag.queue import enqueue
+from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_embedder import cache
@@ -28,48 +29,76 @@ CHUNK_UNITS = 256
 
 
 def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
-    """Embed the units of ``files`` and delete ``stale_ids``; then refresh the retriever."""
+    """Embed the units of ``files`` and delete ``stale_ids``, then repair the collection against
+    the catalog (a vector for every unit, encoding the unit's current content, nothing else);
+    then refresh the retriever."""
     name = payload["repo"]
     catalog = get_catalog()
-    vectors = get_vectors()
-    commit = payload.get("commit") or ""
+    lease_s = get_settings().job_lease_s
+    token = payload.get("lease")
+    reg = payload.get("registration")
     try:
-        catalog.get_repo(name)
-        encoders = get_encoders()
-        changed = sorted(set(payload.get("files", [])))
-        # A one-file push reads only that file's units; for the rest only ids are compared, so a
-        # reindex still converges to exactly one vector per unit after an earlier run failed.
-        if len(changed) > FILES_BY_QUERY:
-            wanted = set(changed)
-            units = [u for u in catalog.units(name) if u.file in wanted]
-        else:
-            units = catalog.units(name, changed)
-        encoded = written = 0
-        every = catalog.unit_ids(name)
-        for space, encoder in encoders.items():
-            encoded += _embed(name, units, commit, encoder, space)
-            vectors.delete(name, payload.get("stale_ids", []), space)
-            stored = vectors.ids(name, space)
-            missing = list(catalog.units_by_id(every - stored).values())
-            encoded += _embed(name, missing, commit, encoder, space)
-            written += len(units) + len(missing)
-            vectors.delete(name, sorted(stored - every), space)
-        for space in set(SPACE_PREFIXES) - set(encoders):
-            vectors.drop(name, space)  # a second encoder switched off: its vectors go stale
-        catalog.get_repo(name)
+        if reg is None:
+            reg = catalog.registration(name)
+        elif catalog.registration(name) != reg:
+            # the job's repository was deleted and the name registered again: leave that one be
+            return {"repo": name, "skipped": "deleted"}
+        if not lease.continue_chain(catalog, name, token, lease_s):
+            return {"repo": name, "skipped": "superseded"}
+        with lease.renewing(catalog, name, token, lease_s):
+            written, encoded = _embed_repo(name, reg, payload)
+        if catalog.registration(name) != reg:
+            raise NotFound(f"repository {name!r} was registered again")
     except NotFound:
-        vectors.drop(name)  # deleted while we wrote: leave no vectors behind
+        get_vectors().drop(name, registration=reg)  # deleted while we wrote: leave nothing
         return {"repo": name, "skipped": "deleted"}
     except Exception as exc:
         log.exception("embedding %s failed", name)
-        catalog.update_repo(name, status="error", error=f"{type(exc).__name__}: {exc}")
+        recovery.fail(catalog, name, reg or "", token, exc)
         raise
-    out = {**payload, "vectors": written, "encoded": encoded, "cached": written - encoded}
+    out = {
+        **payload,
+        "registration": reg,
+        "vectors": written,
+        "encoded": encoded,
+        "cached": written - encoded,
+    }
     enqueue(REFRESH_JOB, out)
     return out
 
 
-def _embed(name: str, units: list[Any], commit: str, encoder: Any, space: str) -> int:
+def _embed_repo(name: str, reg: str, payload: dict[str, Any]) -> tuple[int, int]:
+    """Write the vectors a stage owes; (vectors written, texts encoded)."""
+    catalog, vectors = get_catalog(), get_vectors()
+    commit = payload.get("commit") or ""
+    encoders = get_encoders()
+    changed = sorted(set(payload.get("files", [])))
+    # A one-file push reads only that file's units; for the rest only (id, content hash) pairs
+    # are compared, so a reindex converges to one current vector per unit after any crash.
+    if len(changed) > FILES_BY_QUERY:
+        wanted = set(changed)
+        units = [u for u in catalog.units(name) if u.file in wanted]
+    else:
+        units = catalog.units(name, changed)
+    encoded = written = 0
+    expected = catalog.unit_hashes(name)
+    for space, encoder in encoders.items():
+        encoded += _embed(name, units, commit, encoder, space, reg)
+        vectors.delete(name, payload.get("stale_ids", []), space, reg)
+        stored = vectors.hashes(name, space, reg)
+        redo = {uid for uid, h in expected.items() if stored.get(uid) != h}
+        missing = list(catalog.units_by_id(redo).values())
+        encoded += _embed(name, missing, commit, encoder, space, reg)
+        written += len(units) + len(missing)
+        vectors.delete(name, sorted(set(stored) - set(expected)), space, reg)
+    for space in set(SPACE_PREFIXES) - set(encoders):
+        vectors.drop(name, space, reg)  # a second encoder switched off: its vectors go stale
+    return written, encoded
+
+
+def _embed(
+    name: str, units: list[Any], commit: str, encoder: Any, space: str, registration: str
+) -> int:
     """Write the units' vectors, encoding only what the cache lacks; returns how many it encoded."""
     catalog = get_catalog()
     texts = {u.id: unit_text(u) for u in units}
@@ -91,6 +120,7 @@ def _embed(name: str, units: list[Any], commit: str, encoder: Any, space: str) -
             np.stack([known[keys[u.id]] for u in chunk]),
             [_metadata(u, commit) for u in chunk],
             space,
+            registration,
         )
         progress.report(name, f"embedding ({space})", start + len(chunk), len(units))
     return encoded
@@ -106,6 +136,7 @@ def _metadata(u: Any, commit: str) -> dict[str, Any]:
         "language": u.language,
         "is_test": u.is_test,
         "commit": commit,
+        "content_hash": u.content_hash,
         "last_commit": u.last_commit or "",
         "last_author": u.last_author or "",
         "last_date": u.last_date or "",

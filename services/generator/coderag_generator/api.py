@@ -17,6 +17,7 @@ from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query
 from coderag.errors import CoderagError
+from coderag.redact import redact
 from coderag.responses import errors
 from coderag.schemas import AskRequest, AskResponse
 from coderag.settings import get_settings
@@ -100,7 +101,7 @@ async def ask(
             user=user,
             endpoint="ask",
             repo=body.repo,
-            query=query,
+            query=redact(query)[0],  # a pasted secret stays out of the log
             files=list(dict.fromkeys(h["file"] for h in hits)),
             input_tokens=done.get("input_tokens", 0),
             response_ms=took,

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI, Response
 from pydantic import BaseModel
 
+from coderag import recovery
 from coderag.deps import AdminDep, CatalogDep, RepoNameDep, SettingsDep, UserDep, valid_name
-from coderag.errors import Conflict
+from coderag.errors import Conflict, Unavailable
 from coderag.queue import enqueue
 from coderag.responses import errors
 from coderag.schemas import RepoCreate, RepoOut, RepoStatus
+from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag_parser import sources
 from coderag_parser.symbols import router as symbols_router
@@ -32,11 +35,10 @@ class RepoAccepted(BaseModel):
 
 @asynccontextmanager
 async def lifespan(_: FastAPI):
-    """Resume repositories whose indexing a restart interrupted."""
-    catalog = get_catalog()
-    for repo in catalog.list_repos():
-        if repo.status in ("queued", "indexing"):
-            enqueue(INDEX_JOB, {"repo": repo.name})
+    """Resume repositories whose indexing a restart interrupted (Redis down: the workers heal
+    them once it is back)."""
+    with contextlib.suppress(Unavailable):
+        recovery.heal(get_catalog(), get_settings(), startup=True)
     yield
 
 
@@ -50,7 +52,11 @@ def create_repo(
     url = sources.check_url(body.url, settings) if body.url else None
     branch = sources.check_branch(body.branch) if body.branch is not None else None
     repo = catalog.create_repo(name, path, url, branch)
-    enqueue(INDEX_JOB, {"repo": repo.name})
+    try:
+        enqueue(INDEX_JOB, {"repo": repo.name})
+    except Unavailable:
+        catalog.delete_repo(repo.name)  # nothing half-registered: the same POST works later
+        raise
     return RepoAccepted(name=repo.name, status=repo.status)
 
 

@@ -21,8 +21,9 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 
 from coderag.deps import CatalogDep, SettingsDep
-from coderag.errors import InvalidInput, Unauthorized
+from coderag.errors import InvalidInput, NotFound, Unauthorized
 from coderag.queue import enqueue
+from coderag.recovery import job_alive
 from coderag.responses import errors
 from coderag.schemas import RepoOut
 from coderag.settings import Settings
@@ -220,8 +221,29 @@ def _handle_push(
         # not recorded: a redelivery after the repository is registered should still index it
         return {"status": "ignored", "reason": reason}
     if not _record_and_enqueue(catalog, settings, provider, delivery, names):
-        return {"status": "duplicate", "delivery": delivery}
+        # a redelivery is a duplicate only while its push is indexed or queued: one whose job
+        # Redis lost (a restart without its append-only file) is queued again
+        lost = [n for n in names if _push_lost(catalog, settings, n, after)]
+        if not lost:
+            return {"status": "duplicate", "delivery": delivery}
+        for name in lost:
+            enqueue(INDEX_JOB, {"repo": name}, settings)
+        return {"status": "queued", "repos": lost, "delivery": delivery}
     return {"status": "queued", "repos": names, "delivery": delivery}
+
+
+def _push_lost(catalog: Catalog, settings: Settings, name: str, after: object) -> bool:
+    """Whether the push to ``after`` is neither indexed nor waiting in a queue (in-process
+    jobs are never lost while the process that queued them lives)."""
+    if not settings.redis_url:
+        return False
+    try:
+        repo = catalog.get_repo(name)
+    except NotFound:
+        return False
+    if isinstance(after, str) and repo.commit == after:
+        return False
+    return repo.status not in ("queued", "indexing") and not job_alive(name, settings)
 
 
 async def _dispatch(

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
 from coderag.errors import InvalidInput
+from coderag.redact import redact
 from coderag.responses import errors
 from coderag.schemas import SearchHit, SearchRequest, SearchResponse
 from coderag.store.graph import Graph
@@ -64,7 +65,7 @@ def search(
         user=user,
         endpoint="search",
         repo=body.repo,
-        query=query,
+        query=redact(query)[0],  # a pasted secret stays out of the log
         files=list(dict.fromkeys(h.file for h in hits)),
         input_tokens=0,
         response_ms=took,

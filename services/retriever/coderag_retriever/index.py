@@ -34,6 +34,7 @@ class RepoIndex:
     labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     documents: dict[tuple[str, str], list[str]] = field(default_factory=dict, repr=False)
     _vectors: np.ndarray | None = field(default=None, repr=False)
+    registration: str = ""
 
     def __len__(self) -> int:
         return len(self.units)
@@ -177,14 +178,20 @@ class IndexCache:
 
     def get(self, catalog: Catalog, repo: str) -> RepoIndex:
         """The current index of a repository."""
-        rows = catalog.db.read("SELECT generation FROM repos WHERE name=?", (repo,))
+        rows = catalog.db.read("SELECT generation, uid FROM repos WHERE name=?", (repo,))
         generation = int(rows[0]["generation"]) if rows else -1
+        # generations restart at 0 when a name is registered again: key by registration too
+        registration = (rows[0]["uid"] or "") if rows else ""
         with self._lock:
             cached = self._indexes.get(repo)
-            if cached is not None and cached.generation == generation:
+            if cached is not None and (cached.registration, cached.generation) == (
+                registration,
+                generation,
+            ):
                 return cached
             known = cached.documents if cached is not None else None
             index = build(catalog.units(repo), generation, known)
+            index.registration = registration
             index.by_name = name_index(catalog, repo, index)
             for name, positions in index.by_name.items():
                 for part in split_identifier(name.rsplit(".", 1)[-1]):

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from coderag import lease
 from coderag.errors import NotFound
+from coderag.queue import enqueue
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag.store.catalog import now_iso
 from coderag_retriever.index import get_index_cache
+
+INDEX_JOB = "coderag_parser.tasks.index_repo"
+"""The first stage of a chain, queued again when a reindex waited for this one."""
 
 
 def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
@@ -17,24 +22,33 @@ def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
     name = payload["repo"]
     catalog = get_catalog()
     try:
-        catalog.get_repo(name)
+        reg = catalog.registration(name)
     except NotFound:
         return {"repo": name, "skipped": "deleted"}
-    files, units = catalog.counts(name)
+    if payload.get("registration") not in (None, reg):
+        return {"repo": name, "skipped": "deleted"}
     settings = get_settings()
+    if not lease.continue_chain(catalog, name, payload.get("lease"), settings.job_lease_s):
+        return {"repo": name, "skipped": "superseded"}
+    files, units = catalog.counts(name)
     if settings.weights().get("cluster", 0.0) > 0:
         from coderag_retriever.clusters import refresh
 
-        refresh(catalog, name, settings)
+        with lease.renewing(catalog, name, payload.get("lease"), settings.job_lease_s):
+            refresh(catalog, name, settings)
 
-    def publish(conn: Any) -> None:
-        conn.execute(
+    def publish(conn: Any) -> int:
+        return conn.execute(
             "UPDATE repos SET status='ready', files=?, units=?, commit_sha=?, indexed_at=?, "
-            "progress=NULL, error=NULL, generation=generation+1 WHERE name=?",
-            (files, units, payload.get("commit"), now_iso(), name),
-        )
+            "progress=NULL, error=NULL, generation=generation+1 WHERE name=? "
+            "AND COALESCE(uid, '')=?",
+            (files, units, payload.get("commit"), now_iso(), name, reg),
+        ).rowcount
 
-    catalog.db.write(publish)
+    if not catalog.db.write(publish):
+        return {"repo": name, "skipped": "deleted"}
+    if lease.finish_chain(catalog, name, payload.get("lease")):
+        enqueue(INDEX_JOB, {"repo": name})  # a reindex asked for while this chain ran
     if not settings.redis_url:
         get_index_cache().get(catalog, name)
     return {"repo": name, "files": files, "units": units}

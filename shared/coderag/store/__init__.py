@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
+from coderag.errors import NotFound
 from coderag.settings import Settings, get_settings
 from coderag.store.catalog import Catalog
 from coderag.store.sqlite import Database
@@ -35,8 +37,30 @@ def get_vectors(settings: Settings | None = None) -> VectorStore:
     key = _key(settings, "vectors")
     with _lock:
         if key not in _stores:
-            _stores[key] = VectorStore(make_client(settings.chroma_url, settings.data_dir))
+            _stores[key] = VectorStore(
+                make_client(settings.chroma_url, settings.data_dir),
+                lambda repo: _current_registration(settings, repo),
+            )
         return _stores[key]  # type: ignore[return-value]
+
+
+def _current_registration(settings: Settings, repo: str) -> str:
+    """The repository's registration id, '' once it is gone (its collections are then dropped)."""
+    try:
+        return get_catalog(settings).registration(repo)
+    except NotFound:
+        return ""
+
+
+def _forget_in_child() -> None:
+    """A forked child (an rq work horse) must not use the parent's stores: the SQLite writer
+    thread does not exist in it, and a write would wait forever."""
+    global _lock
+    _lock = threading.Lock()
+    _stores.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def reset_stores() -> None:

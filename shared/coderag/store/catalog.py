@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -44,7 +45,7 @@ def unit_from_row(row: sqlite3.Row) -> Unit:
     )
 
 
-FILE_TABLES = ("units", "files", "symbols", "calls", "imports", "file_history")
+FILE_TABLES = ("units", "files", "symbols", "calls", "imports", "file_history", "skipped_files")
 """Tables whose rows belong to one file of one repository."""
 
 _FILE_COLUMN = {"files": "path"}
@@ -68,14 +69,16 @@ class Catalog:
     def create_repo(
         self, name: str, path: str | None, url: str | None, branch: str | None
     ) -> RepoOut:
-        """Register a repository as queued; Conflict if the name is taken."""
+        """Register a repository as queued, under a fresh registration id; Conflict if the name
+        is taken."""
 
         def insert(conn: sqlite3.Connection) -> None:
             if conn.execute("SELECT 1 FROM repos WHERE name=?", (name,)).fetchone():
                 raise Conflict(f"repository {name!r} already exists; DELETE it or pick a name")
             conn.execute(
-                "INSERT INTO repos (name, path, url, branch, status) VALUES (?,?,?,?, 'queued')",
-                (name, path, url, branch),
+                "INSERT INTO repos (name, path, url, branch, status, uid) "
+                "VALUES (?,?,?,?, 'queued', ?)",
+                (name, path, url, branch, uuid.uuid4().hex),
             )
 
         self.db.write(insert)
@@ -88,17 +91,32 @@ class Catalog:
             raise NotFound(f"no repository named {name!r}; POST /repos to add it")
         return _repo_out(rows[0])
 
+    def registration(self, name: str) -> str:
+        """The registration id of the repository now named ``name`` ('' for one registered before
+        ids existed); NotFound if unknown. Jobs, caches and vectors are keyed by it, so nothing of
+        a deleted repository reaches a new one of the same name."""
+        rows = self.db.read("SELECT uid FROM repos WHERE name=?", (name,))
+        if not rows:
+            raise NotFound(f"no repository named {name!r}; POST /repos to add it")
+        return rows[0]["uid"] or ""
+
     def list_repos(self) -> list[RepoOut]:
         """All repositories, by name."""
         return [_repo_out(r) for r in self.db.read("SELECT * FROM repos ORDER BY name")]
 
-    def update_repo(self, name: str, **fields: object) -> None:
-        """Set columns of a repository row."""
+    def update_repo(self, name: str, registration: str | None = None, **fields: object) -> None:
+        """Set columns of a repository row; with ``registration``, only of that registration
+        (NotFound when the repository was deleted or registered again since)."""
         if not fields:
             return
         cols = ", ".join(f"{k}=?" for k in fields)
-        values = (*fields.values(), name)
-        self.db.write(lambda c: c.execute(f"UPDATE repos SET {cols} WHERE name=?", values))
+
+        def update(conn: sqlite3.Connection) -> None:
+            if registration is not None:
+                _check_registration(conn, name, registration)
+            conn.execute(f"UPDATE repos SET {cols} WHERE name=?", (*fields.values(), name))
+
+        self.db.write(update)
 
     def delete_repo(self, name: str) -> None:
         """Remove a repository with its files and units (vectors are the caller's)."""
@@ -121,15 +139,19 @@ class Catalog:
         symbols: Iterable[tuple] = (),
         calls: Iterable[tuple] = (),
         imports: Iterable[tuple] = (),
+        registration: str | None = None,
     ) -> None:
         """Replace the given files (path, language, lines, sha) and all their rows: units,
         symbols (file, name, qualified, kind, start, end, unit_id), calls (file, caller_id,
-        callee, receiver, receiver_type, line) and imports (file, module)."""
+        callee, receiver, receiver_type, line) and imports (file, module); with
+        ``registration``, only into that registration of the repository."""
         files = list(files)
         symbols, calls, imports = list(symbols), list(calls), list(imports)
 
         def replace(conn: sqlite3.Connection) -> None:
-            if not conn.execute("SELECT 1 FROM repos WHERE name=?", (repo,)).fetchone():
+            if registration is not None:
+                _check_registration(conn, repo, registration)
+            elif not conn.execute("SELECT 1 FROM repos WHERE name=?", (repo,)).fetchone():
                 raise NotFound(f"repository {repo!r} was deleted")
             for path, *_ in files:
                 _delete_file_rows(conn, repo, path)
@@ -158,11 +180,16 @@ class Catalog:
 
         self.db.write(replace)
 
-    def remove_files(self, repo: str, paths: Iterable[str]) -> list[str]:
-        """Delete files and all their rows; returns the ids of the removed units."""
+    def remove_files(
+        self, repo: str, paths: Iterable[str], registration: str | None = None
+    ) -> list[str]:
+        """Delete files and all their rows (with ``registration``, only of that registration);
+        returns the ids of the removed units."""
         paths = list(paths)
 
         def remove(conn: sqlite3.Connection) -> list[str]:
+            if registration is not None:
+                _check_registration(conn, repo, registration)
             ids: list[str] = []
             for path in paths:
                 ids += [
@@ -176,10 +203,14 @@ class Catalog:
 
         return self.db.write(remove)
 
-    def set_history(self, repo: str, commits: dict[str, int]) -> None:
+    def set_history(
+        self, repo: str, commits: dict[str, int], registration: str | None = None
+    ) -> None:
         """Replace the repository's recent-commit counts per file."""
 
         def write(conn: sqlite3.Connection) -> None:
+            if registration is not None:
+                _check_registration(conn, repo, registration)
             conn.execute("DELETE FROM file_history WHERE repo=?", (repo,))
             conn.executemany(
                 "INSERT INTO file_history (repo, file, commits) VALUES (?,?,?)",
@@ -187,6 +218,47 @@ class Catalog:
             )
 
         self.db.write(write)
+
+    def set_skipped(
+        self,
+        repo: str,
+        skipped: dict[str, str],
+        considered: Iterable[str] | None,
+        registration: str | None = None,
+    ) -> dict[str, int]:
+        """Record files left out (path -> reason) among ``considered`` paths (None: the whole
+        tree was walked, forget earlier ones) and refresh the repository's counts by reason."""
+        considered = None if considered is None else list(considered)
+
+        def write(conn: sqlite3.Connection) -> dict[str, int]:
+            if registration is not None:
+                _check_registration(conn, repo, registration)
+            if considered is None:
+                conn.execute("DELETE FROM skipped_files WHERE repo=?", (repo,))
+            else:
+                conn.executemany(
+                    "DELETE FROM skipped_files WHERE repo=? AND file=?",
+                    [(repo, p) for p in considered],
+                )
+            conn.executemany(
+                "INSERT OR REPLACE INTO skipped_files (repo, file, reason) VALUES (?,?,?)",
+                [(repo, p, r) for p, r in skipped.items()],
+            )
+            counts = {
+                r[0]: r[1]
+                for r in conn.execute(
+                    "SELECT reason, COUNT(*) FROM skipped_files WHERE repo=? GROUP BY reason "
+                    "ORDER BY reason",
+                    (repo,),
+                )
+            }
+            conn.execute(
+                "UPDATE repos SET skipped=?, skipped_reasons=? WHERE name=?",
+                (sum(counts.values()), json.dumps(counts), repo),
+            )
+            return counts
+
+        return self.db.write(write)
 
     def history(self, repo: str) -> dict[str, int]:
         """Recent commits per file."""
@@ -225,6 +297,11 @@ class Catalog:
         """Ids of a repository's units."""
         return {r[0] for r in self.db.read("SELECT id FROM units WHERE repo=?", (repo,))}
 
+    def unit_hashes(self, repo: str) -> dict[str, str]:
+        """Unit id -> content hash of a repository's units (what its vectors must encode)."""
+        rows = self.db.read("SELECT id, content_hash FROM units WHERE repo=?", (repo,))
+        return {r["id"]: r["content_hash"] for r in rows}
+
     def units_by_id(self, ids: Iterable[str]) -> dict[str, Unit]:
         """Units with the given ids."""
         ids = list(ids)
@@ -243,6 +320,13 @@ class Catalog:
         files = self.db.read("SELECT COUNT(*) FROM files WHERE repo=?", (repo,))[0][0]
         units = self.db.read("SELECT COUNT(*) FROM units WHERE repo=?", (repo,))[0][0]
         return files, units
+
+
+def _check_registration(conn: sqlite3.Connection, name: str, registration: str) -> None:
+    """NotFound unless ``name`` is still the registration a job started on."""
+    row = conn.execute("SELECT uid FROM repos WHERE name=?", (name,)).fetchone()
+    if row is None or (row[0] or "") != registration:
+        raise NotFound(f"repository {name!r} was deleted (or deleted and registered again)")
 
 
 def _unit_row(u: Unit) -> tuple:
@@ -278,6 +362,7 @@ def _repo_out(row: sqlite3.Row) -> RepoOut:
         files=row["files"],
         units=row["units"],
         skipped=row["skipped"],
+        skipped_by_reason=json.loads(row["skipped_reasons"] or "{}"),
         indexed_at=row["indexed_at"],
         error=row["error"],
         progress=row["progress"],

@@ -30,6 +30,12 @@ CREATE TABLE IF NOT EXISTS repos (
     generation INTEGER NOT NULL DEFAULT 0,
     dirty TEXT NOT NULL DEFAULT '[]',
     silhouette REAL,
+    uid TEXT,
+    skipped_reasons TEXT NOT NULL DEFAULT '{}',
+    lease_owner TEXT,
+    lease_until REAL,
+    pending INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
 );
 CREATE TABLE IF NOT EXISTS files (
@@ -83,6 +89,10 @@ CREATE TABLE IF NOT EXISTS imports (
     repo TEXT NOT NULL, file TEXT NOT NULL, module TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS imports_file ON imports (repo, file);
+CREATE TABLE IF NOT EXISTS skipped_files (
+    repo TEXT NOT NULL, file TEXT NOT NULL, reason TEXT NOT NULL,
+    PRIMARY KEY (repo, file)
+);
 CREATE TABLE IF NOT EXISTS embed_cache (
     model TEXT NOT NULL,
     content_hash TEXT NOT NULL,
@@ -104,6 +114,16 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);
 """
 """Tables: repos, their files and units, the embedding cache and the audit log."""
+
+ADDED_COLUMNS = (
+    ("repos", "uid", "TEXT"),
+    ("repos", "skipped_reasons", "TEXT NOT NULL DEFAULT '{}'"),
+    ("repos", "lease_owner", "TEXT"),
+    ("repos", "lease_until", "REAL"),
+    ("repos", "pending", "INTEGER NOT NULL DEFAULT 0"),
+    ("repos", "attempts", "INTEGER NOT NULL DEFAULT 0"),
+)
+"""Columns added after the first release: (table, column, declaration), added to older files."""
 
 _STOP = object()
 
@@ -132,6 +152,11 @@ class Database:
     def _run_writer(self) -> None:
         conn = self._connect()
         conn.executescript(SCHEMA)
+        for table, column, decl in ADDED_COLUMNS:
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        conn.commit()
         self._ready.set()
         while True:
             item = self._jobs.get()

@@ -3,12 +3,16 @@ default or a server in compose.
 
 Embeddings are always passed in, never computed by Chroma (its default function reaches the
 network), and a collection is dropped whole with its repository so no vector is orphaned.
+
+A collection belongs to one registration of a repository (its name carries the registration id,
+its metadata the repository's name): a job still writing for a deleted repository writes into its
+own collection, never into a new repository of the same name.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -44,21 +48,43 @@ def _missing(exc: Exception) -> bool:
     from chromadb.errors import NotFoundError
 
     return isinstance(exc, NotFoundError) or "does not exist" in str(exc)
+Registration = Callable[[str], str]
+"""The current registration id of a repository name ('' when unknown or registered before ids)."""
+
+
+def collection_name(repo: str, space: str, registration: str) -> str:
+    """Chroma collection of one registration of a repository in one vector space."""
+    base = SPACE_PREFIXES[space] + repo
+    return f"{base}.{registration[:16]}" if registration else base
 
 
 class VectorStore:
     """Upsert, query and delete unit vectors of each repository."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, registration: Registration | None = None) -> None:
         self.client = client
+        self._registration = registration
         self._lock = threading.Lock()
 
-    def _collection(self, repo: str, create: bool = True, space: str = "vector") -> Any:
-        name = SPACE_PREFIXES[space] + repo
+    def _name(self, repo: str, space: str, registration: str | None) -> str:
+        if registration is None:
+            registration = self._registration(repo) if self._registration else ""
+        return collection_name(repo, space, registration)
+
+    def _collection(
+        self,
+        repo: str,
+        create: bool = True,
+        space: str = "vector",
+        registration: str | None = None,
+    ) -> Any:
+        name = self._name(repo, space, registration)
         try:
             if create:
                 return self.client.get_or_create_collection(
-                    name, metadata={"hnsw:space": "cosine"}, embedding_function=None
+                    name,
+                    metadata={"hnsw:space": "cosine", "repo": repo},
+                    embedding_function=None,
                 )
             return self.client.get_collection(name, embedding_function=None)
         except Exception as exc:
@@ -73,11 +99,13 @@ class VectorStore:
         vectors: Sequence[Sequence[float]],
         metadatas: Sequence[dict[str, Any]],
         space: str = "vector",
+        registration: str | None = None,
     ) -> None:
-        """Write vectors with their metadata, replacing any with the same id."""
+        """Write vectors with their metadata, replacing any with the same id (into the given
+        registration's collection, else the current one's)."""
         if not ids:
             return
-        col = self._collection(repo, space=space)
+        col = self._collection(repo, space=space, registration=registration)
         step = 2000
         for i in range(0, len(ids), step):
             col.upsert(
@@ -86,9 +114,15 @@ class VectorStore:
                 metadatas=list(metadatas[i : i + step]),
             )
 
-    def delete(self, repo: str, ids: Sequence[str], space: str = "vector") -> None:
+    def delete(
+        self,
+        repo: str,
+        ids: Sequence[str],
+        space: str = "vector",
+        registration: str | None = None,
+    ) -> None:
         """Delete vectors by unit id."""
-        col = self._collection(repo, create=False, space=space)
+        col = self._collection(repo, create=False, space=space, registration=registration)
         if col is not None and ids:
             col.delete(ids=list(ids))
 
@@ -112,24 +146,57 @@ class VectorStore:
             raise Unavailable(f"Chroma is not reachable: {exc}") from exc
         return [(i, 1.0 - d) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
 
-    def ids(self, repo: str, space: str = "vector") -> set[str]:
+    def ids(self, repo: str, space: str = "vector", registration: str | None = None) -> set[str]:
         """Every vector id stored for a repository."""
-        col = self._collection(repo, create=False, space=space)
+        col = self._collection(repo, create=False, space=space, registration=registration)
         if col is None:
             return set()
         return set(col.get(include=[])["ids"])
+
+    def hashes(
+        self, repo: str, space: str = "vector", registration: str | None = None
+    ) -> dict[str, str]:
+        """Vector id -> the content hash of the text it encodes ('' when its metadata lacks
+        one), for the repair pass that compares them with the catalog."""
+        col = self._collection(repo, create=False, space=space, registration=registration)
+        if col is None:
+            return {}
+        got = col.get(include=["metadatas"])
+        return {
+            i: str((m or {}).get("content_hash", ""))
+            for i, m in zip(got["ids"], got["metadatas"], strict=True)
+        }
 
     def count(self, repo: str, space: str = "vector") -> int:
         """Number of vectors stored for a repository."""
         col = self._collection(repo, create=False, space=space)
         return 0 if col is None else col.count()
 
-    def drop(self, repo: str, space: str | None = None) -> None:
-        """Delete the repository's collection in one space, or in every space."""
+    def drop(self, repo: str, space: str | None = None, registration: str | None = None) -> None:
+        """Delete a repository's collections in one space or in every space: those of one
+        registration when given, else those of every registration of the name (a deleted
+        repository's, and any a late job left)."""
+        spaces = [space] if space else list(SPACE_PREFIXES)
+        if registration is not None:
+            names = {collection_name(repo, s, registration) for s in spaces}
+        else:
+            names = {collection_name(repo, s, "") for s in spaces}
+            try:
+                listed = self.client.list_collections()
+            except Exception as exc:
+                raise Unavailable(f"Chroma is not reachable: {exc}") from exc
+            for col in listed:
+                if (col.metadata or {}).get("repo") == repo and any(
+                    col.name.startswith(SPACE_PREFIXES[s] + repo + ".") for s in spaces
+                ):
+                    names.add(col.name)
         with self._lock:
-            for name in [space] if space else SPACE_PREFIXES:
-                if self._collection(repo, create=False, space=name) is not None:
-                    self.client.delete_collection(SPACE_PREFIXES[name] + repo)
+            for name in names:
+                try:
+                    self.client.get_collection(name, embedding_function=None)
+                except Exception:
+                    continue
+                self.client.delete_collection(name)
 
     def heartbeat(self) -> bool:
         """Whether Chroma answers."""

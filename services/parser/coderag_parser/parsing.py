@@ -1,0 +1,137 @@
+"""Parsing files into units, on worker processes for big batches: a file that nests too deeply,
+makes the parser raise, or crashes a parser process is skipped and counted, never failing the
+repository."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+from coderag import progress
+from coderag.redact import redact
+from coderag.schemas import Unit
+from coderag_parser import gitsync
+from coderag_parser.files import read_source
+from coderag_parser.units import parse_source
+
+log = logging.getLogger(__name__)
+
+POOL_MIN_FILES = 64
+"""Below this many changed files, parsing runs in this process (a pool costs ~1 s to start)."""
+
+MAX_POOL_CRASHES = 20
+"""Parser processes that may die in one batch before the rest is parsed in this process."""
+
+
+def parse_file(args: tuple[str, str, str, str, int, bool, str]) -> dict[str, Any]:
+    """Parse one file: (repo, root, path, language, max_bytes, blame, deprecation markers) ->
+    its rows, or a skip."""
+    repo, root, path, language, max_bytes, with_blame, markers = args
+    text, reason = read_source(Path(root) / path, max_bytes)
+    if text is None:
+        return {"path": path, "skip": reason}
+    text, _ = redact(text, path)  # what is parsed is what gets stored, embedded and shown
+    try:
+        parsed = parse_source(repo, path, language, text, markers)
+    except RecursionError:
+        log.warning("%s: %s nests too deeply to parse; skipped", repo, path)
+        return {"path": path, "skip": "too_deep"}
+    except Exception:
+        log.warning("%s: parsing %s failed; skipped", repo, path, exc_info=True)
+        return {"path": path, "skip": "parse_error"}
+    if with_blame:
+        _attach_blame(parsed.units, gitsync.blame(Path(root), path))
+    starts = [(u.start_line, u.end_line, u.id) for u in parsed.units]
+
+    def unit_at(line: int) -> str | None:
+        return next((uid for s, e, uid in starts if s <= line <= e), None)
+
+    return {
+        "path": path,
+        "language": language,
+        "lines": text.count("\n") + 1,
+        "sha": hashlib.sha1(text.encode("utf-8")).hexdigest(),
+        "units": [u.model_dump() for u in parsed.units],
+        "symbols": [
+            (
+                path,
+                s["name"],
+                s["qualified"],
+                s["kind"],
+                s["start_line"],
+                s["end_line"],
+                unit_at(s["start_line"]),
+            )
+            for s in parsed.symbols
+        ],
+        "calls": [
+            (path, c["caller"], c["callee"], c["receiver"], c["receiver_type"], c["line"])
+            for c in parsed.calls
+        ],
+        "imports": [(path, m) for m in dict.fromkeys(parsed.imports)],
+    }
+
+
+def _attach_blame(units: list[Unit], lines: dict[int, tuple[str, str, str, int]]) -> None:
+    """Give each unit the newest commit among its lines (uncommitted lines are skipped)."""
+    for u in units:
+        touched = [
+            lines[n]
+            for n in range(u.start_line, u.end_line + 1)
+            if n in lines and set(lines[n][0]) != {"0"}
+        ]
+        if touched:
+            u.last_commit, u.last_author, u.last_date, _ = min(touched, key=lambda t: t[3])
+
+
+def parse_all(jobs: list[tuple], workers: int, repo: str) -> list[dict]:
+    """Parse files (``parse_file`` arguments), in order; a file that crashes a parser process
+    is skipped as ``parser_crash``, the others are parsed."""
+    if len(jobs) < POOL_MIN_FILES or workers <= 1:
+        results = []
+        for i, job in enumerate(jobs, 1):
+            results.append(parse_file(job))
+            progress.report(repo, "parsing", i, len(jobs))
+        return results
+    results: list[dict] = []
+    isolating = False  # after a crash: one process, one file at a time, so the culprit is known
+    for _ in range(MAX_POOL_CRASHES + 1):
+        rest = jobs[len(results) :]
+        try:
+            _run_pool(rest, 1 if isolating else workers, results, len(jobs), repo)
+            return results
+        except BrokenProcessPool:
+            if not results and not isolating and _pool_never_starts():
+                break
+            if isolating:
+                log.warning("%s: %s crashed the parser; skipped", repo, rest[0][2])
+                results.append({"path": rest[0][2], "skip": "parser_crash"})
+            isolating = True
+    log.warning("parser pool keeps breaking; parsing the rest of %s in-process", repo)
+    results += [parse_file(job) for job in jobs[len(results) :]]
+    return results
+
+
+def _run_pool(jobs: list[tuple], workers: int, out: list[dict], total: int, repo: str) -> None:
+    """Parse on ``workers`` processes, appending each result to ``out`` as it arrives."""
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        for res in pool.map(parse_file, jobs, chunksize=8 if workers > 1 else 1):
+            out.append(res)
+            progress.report(repo, "parsing", len(out), total)
+
+
+def _pool_never_starts() -> bool:
+    """Whether a pool cannot run even a trivial call (a host program without a __main__ guard):
+    then parsing stays in this process."""
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as pool:
+            pool.submit(int).result()
+        return False
+    except BrokenProcessPool:
+        return True

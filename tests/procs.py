@@ -1,0 +1,104 @@
+"""Real processes for fault tests and the fault bench: rq workers started as ``coderag worker``,
+killed with SIGKILL as a whole process group (the worker and its work horse), and redis-server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from redis import Redis
+
+QUEUES = ("parser", "embedder", "retriever")
+"""Every queue an indexing chain goes through."""
+
+
+def free_port() -> int:
+    """A free loopback TCP port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """This process's environment (settings, PYTHONPATH) with the given additions."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(extra)
+    return env
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen:
+    """``coderag worker parser embedder retriever`` in its own process group."""
+    code = "import sys; from coderag.cli import main; sys.exit(main(sys.argv[1:]))"
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", code, "worker", *QUEUES],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def kill9(proc: subprocess.Popen) -> None:
+    """SIGKILL a worker's whole process group, as a container kill or the OOM killer would."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a process (group) started here, gently, then for sure."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        kill9(proc)
+
+
+class RedisServer:
+    """A redis-server on a loopback port, restartable on the same data directory."""
+
+    def __init__(self, data: Path, appendonly: bool = True) -> None:
+        self.data = data
+        self.appendonly = appendonly
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+        data.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> RedisServer:
+        """Start (or restart) the server and wait until it answers."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+        aof = ["--appendonly", "yes", "--appendfsync", "always"] if self.appendonly else []
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data)]
+            + ["--save", ""]
+            + (aof or ["--appendonly", "no"]),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(200):
+            try:
+                if Redis.from_url(self.url).ping():
+                    return self
+            except Exception:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self, kill: bool = False) -> None:
+        """Stop the server: SIGKILL (a crash) or SIGTERM (a restart)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            self.proc.wait(30)
+        self.proc = None
