@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coderag.settings import Settings
-from coderag_generator import chronicle, premise, prompts, refusal
+from coderag_generator import chronicle, premise, prompts, refusal, window
 from coderag_generator.backends import Backend
 from coderag_generator.citations import check
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
@@ -87,7 +87,9 @@ def answer_events(
     turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
     given for who/when questions, answers them from the repository's history instead."""
     lang = language(query)
-    verdict = refusal.screen(query, lang) or refusal.gate(query, hits, lang, settings.gate())
+    # a who/when question is gated on what it asks about, not on "who changed it last month"
+    about = window.subject(query) if git is not None else query
+    verdict = refusal.screen(query, lang) or refusal.gate(about, hits, lang, settings.gate())
     if verdict is not None:  # decided by rules: the model is never asked
         yield _done(
             verdict.answer,
