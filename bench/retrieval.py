@@ -1,10 +1,15 @@
 """Retrieval benchmark: coderag's hybrid search against BM25 over units and plain vector RAG over
 1000-character chunks (200 overlap), in the same run, on the pinned corpora of corpora.json.
 
-    python bench/retrieval.py [--corpus NAME ...] [--out bench/results/retrieval.md]
+    python bench/retrieval.py [--split test|tune|all] [--corpus NAME ...] [--reuse]
+                              [--out bench/results/retrieval.md] [--dump-features F.jsonl]
 
-Prints a markdown report (R@1, R@5, MRR@10 by question language and type, call-chain coverage in
-the top 10, per-route ablation, index time and /search latency) and writes it to --out.
+Every corpus belongs to a split (``"split"`` in corpora.json): the tuning split may be read and
+tuned on, the test split is frozen and only measured. The report (R@1, R@5, MRR@10 by question
+language, type, code language and corpus; call-chain coverage in the top 10; per-route and
+per-component ablation; index time and search latency) gives the test split first.
+``--dump-features`` writes the learned ranker's candidate features of the tuning split's
+questions for ``bench/train_ranker.py``; ``--reuse`` keeps indexes of an earlier run.
 """
 
 from __future__ import annotations
@@ -21,8 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-DATA = HERE / ".cache" / "data"
-os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
+DATA = Path(os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data")))
 
 import bm25s  # noqa: E402
 import numpy as np  # noqa: E402
@@ -125,84 +129,167 @@ class Baselines:
 ROUTE_NAMES = ("vector", "vector2", "keyword", "symbol", "exact", "cluster")
 """Routes that rank on their own (history only reorders the others' candidates)."""
 
+DEFAULT = "coderag (default: learned ranker)"
+"""The row of the shipped defaults."""
+
 
 def _weights(settings: Settings, **changes: float) -> str:
     weights = {**settings.weights(), **changes}
     return ",".join(f"{k}:{v}" for k, v in weights.items())
 
 
+def _without(settings: Settings, route: str) -> str:
+    """Route weights with one route left out (not listed: the learned ranker cannot read it)."""
+    return ",".join(f"{k}:{v}" for k, v in settings.weights().items() if k != route)
+
+
 def systems(settings: Settings) -> dict[str, Settings]:
-    """coderag's fused search, each route alone, and the fused search with one stage changed."""
-    rows = {"coderag (fused)": settings}
+    """coderag's default search, each route alone, and the search with one component changed."""
+    learned_ = settings.model_copy(update={"ranker": "learned"})
+    fused = settings.model_copy(update={"ranker": "fused"})
+    rows = {DEFAULT: learned_, "coderag, fused order (RRF, no learned ranker)": fused}
     for route in ROUTE_NAMES:
-        only = {r: (1.0 if r == route else 0.0) for r in (*ROUTE_NAMES, "history")}
-        rows[f"route: {route} only"] = settings.model_copy(
-            update={"route_weights": _weights(settings, **only)}
+        only = {r: float(r == route) for r in (*ROUTE_NAMES, "feedback", "history")}
+        rows[f"route: {route} only"] = fused.model_copy(
+            update={"route_weights": _weights(settings, **only), "expand_depth": 0}
         )
-    for route in ("vector", "vector2", "keyword", "symbol", "exact"):
-        rows[f"fused without {route}"] = settings.model_copy(
-            update={"route_weights": _weights(settings, **{route: 0.0})}
+    for route in ("vector", "vector2", "keyword", "symbol", "exact", "feedback"):
+        rows[f"learned without {route}"] = learned_.model_copy(
+            update={"route_weights": _without(settings, route)}
         )
-    rows["fused + cluster route"] = settings.model_copy(
+    rows["learned + cluster route"] = learned_.model_copy(
         update={"route_weights": _weights(settings, cluster=1.0)}
     )
-    rows["fused without call-graph expansion"] = settings.model_copy(update={"expand_depth": 0})
-    rows["fused, seed-004 weighted vote"] = settings.model_copy(
-        update={
-            "fusion": "vote",
-            "route_weights": _weights(settings, symbol=0.4, vector=0.35, keyword=0.25, exact=1.0),
-        }
-    )
-    rows["fused + MMR (0.8)"] = settings.model_copy(update={"mmr_lambda": 0.8})
+    rows["learned without call-graph expansion"] = learned_.model_copy(update={"expand_depth": 0})
+    rows["learned without the Chinese vocabulary"] = learned_.model_copy(update={"zh_vocab": False})
+    rows["fused without the Chinese vocabulary"] = fused.model_copy(update={"zh_vocab": False})
+    rows["fused without call-graph expansion"] = fused.model_copy(update={"expand_depth": 0})
+    rows["fused + MMR (0.8)"] = fused.model_copy(update={"mmr_lambda": 0.8})
     return rows
 
 
-def evaluate(corpora: list[dict]) -> str:
+def index_corpus(corpus: dict, reuse: bool, root: Path | None = None) -> tuple[float, bool]:
+    """Register and index one corpus (or keep an earlier run's index); (seconds, reused)."""
+    name, root = corpus["name"], root or corpus_root(corpus["name"])
+    catalog = get_catalog()
+    from coderag.store import get_vectors
+
+    try:
+        repo = catalog.get_repo(name)
+    except Exception:
+        repo = None
+    if reuse and repo is not None and repo.status == "ready" and repo.path == str(root):
+        return 0.0, True
+    if repo is not None:
+        catalog.delete_repo(name)
+    get_vectors().drop(name)
+    catalog.create_repo(name, str(root), None, None)
+    t = time.perf_counter()
+    run_now("coderag_parser.tasks.index_repo", {"repo": name})
+    return time.perf_counter() - t, False
+
+
+def labels(index, positions: list[int], golds: list[dict]) -> list[int]:
+    """1 for a candidate overlapping a gold range, else 0."""
+    out = []
+    for p in positions:
+        u = index.units[p]
+        out.append(int(any(overlaps((u.file, u.start_line, u.end_line), g) for g in golds)))
+    return out
+
+
+def dump_features(name: str, questions: list[dict], settings: Settings, sink) -> None:
+    """Write each question's candidates, features and labels (one JSON line per question)."""
+    from coderag_retriever.learned import features
+    from coderag_retriever.search import gather
+
+    base = settings.model_copy(update={"ranker": "learned"})
+    for q in questions:
+        pool = gather(name, q["query"], base)
+        if pool is None:
+            continue
+        positions, x = features(pool.query, pool.index, pool.rankings, pool.candidates(), pool.flow)
+        sink.write(
+            json.dumps(
+                {
+                    "id": q["id"],
+                    "corpus": name,
+                    "lang": q["lang"],
+                    "type": q["type"],
+                    "x": x.round(5).tolist(),
+                    "y": labels(pool.index, positions, q["gold"]),
+                    "fused": [pool.expanded[p] for p in positions],
+                }
+            )
+            + "\n"
+        )
+
+
+def dump_doc_features(corpus: dict, reuse: bool, settings: Settings, sink, limit: int) -> None:
+    """Features of up to ``limit`` doc-comment questions over the corpus's doc-blanked copy
+    (``bench/docquestions.py`` makes both)."""
+    import random
+
+    name = corpus["name"]
+    path = HERE / ".cache" / "docquestions" / f"{name}.jsonl"
+    if not path.exists():
+        print(f"no doc questions for {name}: run bench/docquestions.py {name}", file=sys.stderr)
+        return
+    questions = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    random.Random(0).shuffle(questions)
+    nodoc = {**corpus, "name": f"{name}-nodoc"}
+    index_corpus(nodoc, reuse, corpus_root(name).parent / f"{name}-nodoc")
+    dump_features(nodoc["name"], questions[:limit], settings, sink)
+
+
+def evaluate(
+    corpora: list[dict],
+    reuse: bool,
+    features_out: Path | None,
+    dump_only: bool = False,
+    doc_questions: int = 0,
+) -> str:
     """Run every system on every question; return the markdown report."""
     settings = get_settings()
-    stats: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    meta_rows = []
-    latencies: list[float] = []
+    stats: dict[str, dict[str, dict[str, list]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
+    meta_rows: dict[str, list[str]] = defaultdict(list)
+    latencies: dict[str, list[float]] = defaultdict(list)
+    sink = features_out.open("w", encoding="utf-8") if features_out else None
     for corpus in corpora:
-        name = corpus["name"]
+        name, split = corpus["name"], corpus.get("split", "tune")
         root = corpus_root(name)
+        index_s, reused = index_corpus(corpus, reuse)
         catalog = get_catalog()
-        try:
-            catalog.get_repo(name)
-            catalog.delete_repo(name)
-        except Exception:
-            pass
-        from coderag.store import get_vectors
-
-        get_vectors().drop(name)
-        catalog.create_repo(name, str(root), None, None)
-        t = time.perf_counter()
-        run_now("coderag_parser.tasks.index_repo", {"repo": name})
-        index_s = time.perf_counter() - t
         repo = catalog.get_repo(name)
         lines = sum(
             r["lines"] for r in catalog.db.read("SELECT lines FROM files WHERE repo=?", (name,))
         )
+        questions = [q for q in load_questions(name) if q["type"] != "absent"]
+        if sink is not None and split == "tune":
+            dump_features(name, questions, settings, sink)
+        if dump_only:
+            continue
         from coderag_retriever.clusters import refresh as refresh_clusters
 
         silhouette = refresh_clusters(catalog, name, settings)  # for the +cluster row
         get_index_cache().forget(name)  # the next query loads the fresh cluster labels
         base = Baselines(name, root)
-        meta_rows.append(
+        meta_rows[split].append(
             f"| {name} {corpus['version']} | {corpus['language']} | {repo.files} | "
-            f"{lines} | {repo.units} | {index_s:.1f} | {len(base.chunks)} | "
-            f"{base.chunk_embed_s:.1f} | {silhouette or 0:.2f} |"
+            f"{lines} | {repo.units} | {'(reused)' if reused else f'{index_s:.1f}'} | "
+            f"{len(base.chunks)} | {base.chunk_embed_s:.1f} | {silhouette or 0:.2f} |"
         )
         rank(name, "warm up", K, settings)
-        for q in load_questions(name):
-            if q["type"] == "absent":
-                continue
+        rows = systems(settings)
+        for q in questions:
             runs: dict[str, list[tuple[str, int, int]]] = {}
-            for label, s in systems(settings).items():
+            for label, s in rows.items():
                 t = time.perf_counter()
                 ranked = rank(name, q["query"], K, s)
-                if label == "coderag (fused)":
-                    latencies.append((time.perf_counter() - t) * 1000)
+                if label == DEFAULT:
+                    latencies[split].append((time.perf_counter() - t) * 1000)
                 runs[label] = [(r.unit.file, r.unit.start_line, r.unit.end_line) for r in ranked]
             runs["baseline: BM25 over units"] = base.bm25_rank(q["query"])
             runs["baseline: vector RAG, 1000-char chunks"] = base.vector_rank(q["query"])
@@ -210,8 +297,8 @@ def evaluate(corpora: list[dict]) -> str:
                 runs["baseline: vector RAG, 1000-char chunks, second encoder"] = base.vector_rank(
                     q["query"], "vector2"
                 )
-            if MISSES is not None:
-                r = first_rank(runs["coderag (fused)"], q["gold"])
+            if MISSES is not None and split == "tune":
+                r = first_rank(runs[DEFAULT], q["gold"])
                 if r is None or r > 5:
                     MISSES.append(
                         {
@@ -220,16 +307,31 @@ def evaluate(corpora: list[dict]) -> str:
                             "query": q["query"],
                             "gold": q["gold"],
                             "rank": r,
-                            "top": runs["coderag (fused)"][:5],
+                            "top": runs[DEFAULT][:5],
                         }
                     )
             for label, results in runs.items():
                 r = first_rank(results, q["gold"])
-                for group in ("all", q["lang"], q["type"], name):
-                    stats[label][group].append(r)
+                for group in ("all", q["lang"], q["type"], corpus["language"], name):
+                    stats[split][label][group].append(r)
                 if q["type"] == "chain":
-                    stats[label]["chain_cov"].append(chain_coverage(results, q["gold"]))
-    return report(stats, meta_rows, latencies)
+                    stats[split][label]["chain_cov"].append(chain_coverage(results, q["gold"]))
+    if sink is not None:
+        for corpus in corpora:
+            if corpus.get("split", "tune") == "tune" and doc_questions:
+                dump_doc_features(corpus, reuse, settings, sink, doc_questions)
+        sink.close()
+    out = []
+    for split in ("test", "tune"):
+        if split in stats:
+            title = (
+                "Test split (frozen: nothing was tuned on it)"
+                if split == "test"
+                else ("Tuning split (weights, constants and the learned ranker were fitted here)")
+            )
+            out.append(f"## {title}\n")
+            out.append(report(stats[split], meta_rows[split], latencies[split]))
+    return "\n".join(out)
 
 
 def _metrics(ranks: list[int | None]) -> str:
@@ -242,8 +344,12 @@ def _metrics(ranks: list[int | None]) -> str:
     return f"{r1:.2f} | {r5:.2f} | {mrr:.2f}"
 
 
+LANGUAGES = ("python", "go", "typescript", "java", "rust", "javascript")
+"""Code languages a corpus can be in (its ``language`` in corpora.json)."""
+
+
 def report(stats: dict, meta_rows: list[str], latencies: list[float]) -> str:
-    """The markdown tables."""
+    """The markdown tables of one split."""
     out = [
         "### Corpora and index time",
         "",
@@ -253,8 +359,9 @@ def report(stats: dict, meta_rows: list[str], latencies: list[float]) -> str:
         *meta_rows,
         "",
     ]
-    groups = ["all", "en", "zh", "lookup", "descriptive", "chain"]
-    n = {g: len(next(iter(stats.values()))[g]) for g in groups}
+    first = next(iter(stats.values()))
+    groups = [g for g in ("all", "en", "zh", "lookup", "descriptive", "chain") if first.get(g)]
+    n = {g: len(first[g]) for g in groups}
     head = " | ".join(f"{g} (n={n[g]}) R@1 | R@5 | MRR@10" for g in groups)
     out += [
         "### Retrieval quality (gold = a hit overlapping any gold range)",
@@ -265,30 +372,40 @@ def report(stats: dict, meta_rows: list[str], latencies: list[float]) -> str:
     for label, s in stats.items():
         cov = s.get("chain_cov", [])
         cells = " | ".join(_metrics(s[g]) for g in groups)
-        out.append(f"| {label} | {cells} | {statistics.mean(cov):.2f} |")
-    corpora = [g for g in next(iter(stats.values())) if g not in groups and g != "chain_cov"]
-    out += [
-        "",
-        "### Per corpus (R@1 | R@5 | MRR@10)",
-        "",
-        "| system | " + " | ".join(corpora) + " |",
-        "| --- |" + " --- |" * len(corpora),
+        out.append(f"| {label} | {cells} | {statistics.mean(cov) if cov else 0:.2f} |")
+    langs = [g for g in LANGUAGES if first.get(g)]
+    corpora = [
+        g
+        for g in first
+        if g not in groups
+        and g not in LANGUAGES
+        and g not in ("chain_cov", "en", "zh")
+        and g not in ("lookup", "descriptive", "chain")
     ]
-    for label, s in stats.items():
-        out.append(
-            f"| {label} | "
-            + " | ".join(_metrics(s[c]).replace(" | ", " / ") for c in corpora)
-            + " |"
-        )
+    for title, cols in (("code language", langs), ("corpus", corpora)):
+        out += [
+            "",
+            f"### Per {title} (R@1 / R@5 / MRR@10)",
+            "",
+            "| system | " + " | ".join(f"{c} (n={len(first[c])})" for c in cols) + " |",
+            "| --- |" + " --- |" * len(cols),
+        ]
+        for label, s in stats.items():
+            out.append(
+                f"| {label} | "
+                + " | ".join(_metrics(s[c]).replace(" | ", " / ") for c in cols)
+                + " |"
+            )
     lat = sorted(latencies)
-    p50 = lat[len(lat) // 2]
-    p95 = lat[min(len(lat) - 1, int(len(lat) * 0.95))]
-    out += [
-        "",
-        f"Search latency (fused, in-process, {len(lat)} queries): p50 {p50:.1f} ms, "
-        f"p95 {p95:.1f} ms.",
-        "",
-    ]
+    if lat:
+        p50 = lat[len(lat) // 2]
+        p95 = lat[min(len(lat) - 1, int(len(lat) * 0.95))]
+        out += [
+            "",
+            f"Search latency (default system, in-process, {len(lat)} queries): p50 {p50:.1f} ms, "
+            f"p95 {p95:.1f} ms.",
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -296,15 +413,37 @@ def main() -> int:
     """Run the benchmark."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", action="append", help="only these corpora")
+    ap.add_argument("--split", choices=("test", "tune", "all"), default="all")
+    ap.add_argument("--reuse", action="store_true", help="keep indexes of an earlier run")
+    ap.add_argument(
+        "--keep-data",
+        action="store_true",
+        help="index every corpus again, but keep the data directory (its embedding cache)",
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "retrieval.md"))
-    ap.add_argument("--misses", help="write the fused search's misses to this JSON file")
+    ap.add_argument("--misses", help="write the tuning split's misses to this JSON file")
+    ap.add_argument("--dump-features", help="write the tuning split's ranker features here")
+    ap.add_argument("--dump-only", action="store_true", help="index and dump features, no report")
+    ap.add_argument(
+        "--doc-questions",
+        type=int,
+        default=0,
+        help="with --dump-features: also this many doc-comment questions per tuning corpus",
+    )
     args = ap.parse_args()
     global MISSES
     MISSES = [] if args.misses else None
-    corpora = [c for c in load_corpora() if not args.corpus or c["name"] in args.corpus]
-    # Cold start every run: a warm embedding cache would make index times meaningless.
-    shutil.rmtree(DATA, ignore_errors=True)
-    text = evaluate(corpora)
+    corpora = [
+        c
+        for c in load_corpora()
+        if (not args.corpus or c["name"] in args.corpus)
+        and args.split in ("all", c.get("split", "tune"))
+    ]
+    # Cold start unless asked: a warm embedding cache would make index times meaningless.
+    if not (args.reuse or args.keep_data):
+        shutil.rmtree(DATA, ignore_errors=True)
+    features_out = Path(args.dump_features) if args.dump_features else None
+    text = evaluate(corpora, args.reuse, features_out, args.dump_only, args.doc_questions)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text, "utf-8")
     print(text)

@@ -155,19 +155,76 @@ def test_cluster_route_on_real_vectors(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_cross_encoder_rerank_from_a_local_directory(tmp_path: Path) -> None:
-    from transformers import RobertaConfig, RobertaForSequenceClassification
+    import torch
+    from transformers import AutoTokenizer, RobertaConfig, RobertaForSequenceClassification
 
     model = build_tiny_roberta(tmp_path / "ce")
     config = RobertaConfig.from_pretrained(model, num_labels=1)
+    torch.manual_seed(0)
     RobertaForSequenceClassification(config).save_pretrained(model)
     _index(tmp_path / "repo", CHAIN, "rr")
     s = get_settings().model_copy(update={"rerank_model": str(model)})
-    ranked = rank("rr", "send a request", 5, s)
-    plain = rank("rr", "send a request", 5, get_settings())
-    assert {r.unit.id for r in ranked} <= {
-        r.unit.id for r in rank("rr", "send a request", 50, get_settings())
-    }
-    assert len(ranked) == len(plain) == 5
+    query = "send a request"
+    ranked = rank("rr", query, 5, s)
+    plain = rank("rr", query, 50, get_settings())
+    assert {r.unit.id for r in ranked} <= {r.unit.id for r in plain}
+    # The order is the cross-encoder's own, scored here independently of the retriever.
+    tok = AutoTokenizer.from_pretrained(model)
+    ce = RobertaForSequenceClassification.from_pretrained(model).eval()
+    with torch.inference_mode():
+        batch = tok(
+            [query] * len(plain),
+            [r.unit.text for r in plain],
+            padding=True,
+            truncation=True,
+            max_length=512,
+            return_tensors="pt",
+        )
+        logits = ce(**batch).logits[:, 0].tolist()
+    expected = [r.unit.id for _, r in sorted(zip(logits, plain, strict=True), key=lambda t: -t[0])]
+    assert [r.unit.id for r in ranked] == expected[:5]
+    assert expected[:5] != [r.unit.id for r in plain[:5]], "a reranker that changes nothing fails"
+
+
+def test_reclusters_when_the_silhouette_falls_below_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coderag_retriever.clusters import refresh
+
+    many = {f"m{i}.py": CHAIN[k] for i, k in enumerate(list(CHAIN) * 4)}
+    _index(tmp_path, many, "rc", {"CODERAG_CLUSTER_MIN_SIZE": "3"}, monkeypatch)
+    catalog = get_catalog()
+
+    def scramble() -> list[int]:
+        ids = [
+            r["unit_id"]
+            for r in catalog.db.read(
+                "SELECT unit_id FROM clusters WHERE repo='rc' ORDER BY unit_id"
+            )
+        ]
+        bad = [i % 2 for i in range(len(ids))]
+        catalog.db.write(
+            lambda c: c.executemany(
+                "UPDATE clusters SET label=? WHERE repo='rc' AND unit_id=?",
+                list(zip(bad, ids, strict=True)),
+            )
+        )
+        return bad
+
+    def labels() -> list[int]:
+        return [
+            r["label"]
+            for r in catalog.db.read("SELECT label FROM clusters WHERE repo='rc' ORDER BY unit_id")
+        ]
+
+    # Alternating labels over real vectors score far under 0.3: the floor forces a re-cluster.
+    bad = scramble()
+    score = refresh(catalog, "rc", get_settings())
+    assert labels() != bad and score is not None and score >= 0.3
+    # With the floor below any silhouette, the same bad clustering is kept.
+    bad = scramble()
+    refresh(catalog, "rc", get_settings().model_copy(update={"silhouette_floor": -1.0}))
+    assert labels() == bad
 
 
 def test_a_new_generation_tokenizes_only_changed_units() -> None:

@@ -108,6 +108,11 @@ class SearchHit(BaseModel):
     kind: str
     language: str
     score: float
+    confidence: float | None = Field(
+        None,
+        description="How likely this hit answers the query (0-1), from the learned ranker; "
+        "null when the fused order is used.",
+    )
     signature: str = ""
     routes: dict[str, int] = Field(default_factory=dict)
     last_commit: str | None = None
@@ -123,8 +128,8 @@ class SearchResponse(BaseModel):
     took_ms: float
     below_gate: bool = Field(
         False,
-        description="True when even the best hit is under the score gate: nothing relevant was "
-        "found, so results is empty.",
+        description="True when even the best hit is under the score gate: the code probably "
+        "does not answer the query (/ask would refuse). Results still come back, best first.",
     )
 
 

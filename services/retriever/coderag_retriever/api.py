@@ -56,7 +56,7 @@ def search(
     query = _check(body, settings, catalog)
     ranked = rank(body.repo, query, body.top_k, settings)
     gated = below_gate(ranked, settings.gate())
-    hits = [] if gated else [to_hit(r) for r in ranked]
+    hits = [to_hit(r) for r in ranked]
     took = (time.perf_counter() - start) * 1000
     audit.record(
         catalog,

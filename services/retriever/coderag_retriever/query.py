@@ -21,20 +21,22 @@ class Query:
 
     repo: str
     text: str
+    vocab: bool = True
     tokens: list[str] = field(init=False)
     lowered: str = field(init=False)
     about_tests: bool = field(init=False)
     candidates: list[int] = field(default_factory=list, init=False)
+    rankings: dict[str, list[tuple[int, float]]] = field(default_factory=dict, init=False)
     _vectors: dict[str, np.ndarray | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.tokens = query_tokens(self.text)
+        self.tokens = query_tokens(self.text, self.vocab)
         self.lowered = self.text.lower()
         self.about_tests = bool(TEST_WORDS.search(self.text))
 
     def embedding_text(self) -> str:
         """What the encoder reads: the question plus English words for its Chinese."""
-        if has_chinese(self.text):
+        if self.vocab and has_chinese(self.text):
             return self.text + " (" + " ".join(zh_terms(self.text)) + ")"
         return self.text
 

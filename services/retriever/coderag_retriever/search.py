@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coderag.schemas import SearchHit, Unit
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag.store.graph import Graph
+from coderag_retriever import learned
 from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, rrf, vote
-from coderag_retriever.index import get_index_cache
+from coderag_retriever.index import RepoIndex, get_index_cache
 from coderag_retriever.query import Query
 from coderag_retriever.rerank import rerank
 from coderag_retriever.rewrite import REWRITE_ROUTES, REWRITE_SHARE, llm_queries
@@ -28,6 +29,7 @@ class Ranked:
     score: float
     routes: dict[str, int]
     similarity: float | None
+    confidence: float | None = None
 
 
 def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
@@ -35,26 +37,97 @@ def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
 
     Routes → (history over their candidates) → (the routes again for LLM-rewritten queries,
     ``keyword@1`` ...) → fusion → test penalty → call-graph expansion
-    (one hop, or ``expand_depth`` for flow questions) → optional cross-encoder rerank → MMR → top_k.
+    (one hop, or ``expand_depth`` for flow questions) → the learned ranker (or the fused order)
+    → optional cross-encoder rerank → MMR → top_k.
     """
+    pool = gather(repo, text, settings)
+    if pool is None:
+        return []
+    scores, confidence = pool.expanded, {}
+    order = sorted(scores, key=lambda p: -scores[p])[:POOL]
+    if settings.ranker == "learned":
+        positions, x = learned.features(
+            pool.query, pool.index, pool.rankings, pool.candidates(), pool.flow
+        )
+        probability = learned.load(settings.ranker_path).probability(x)
+        confidence = dict(zip(positions, probability.tolist(), strict=True))
+        order = sorted(confidence, key=lambda p: -confidence[p])[:POOL]
+        scores = confidence
+    if settings.rerank_model:
+        order = rerank(settings.rerank_model, text, [pool.index.units[p] for p in order], order)
+        scores = {p: 1.0 / (i + 1) for i, p in enumerate(order)}
+    if settings.mmr_lambda < 1.0:
+        order = mmr(order, scores, pool.index.vectors(), settings.mmr_lambda, top_k)
+    return [
+        Ranked(
+            pool.index.units[p],
+            scores[p],
+            pool.routes.get(p, {"graph": 1}),
+            pool.sims.get(p),
+            confidence.get(p),
+        )
+        for p in order[:top_k]
+    ]
+
+
+@dataclass
+class Pool:
+    """Everything the routes, fusion and expansion found for one question."""
+
+    query: Query
+    index: RepoIndex
+    rankings: dict[str, list[tuple[int, float]]]
+    routes: dict[int, dict[str, int]]
+    fused: dict[int, float]
+    expanded: dict[int, float]
+    sims: dict[int, float]
+    flow: bool
+    adjacency: dict[int, int]
+    first: int | None
+    first_neighbours: set[int] = field(default_factory=set)
+
+    def candidates(self) -> dict[int, learned.Candidate]:
+        """The expanded candidates as the learned ranker sees them."""
+        return {
+            p: learned.Candidate(
+                ranks=self.routes.get(p, {}),
+                fused=self.fused.get(p, 0.0),
+                expanded=s,
+                adjacent_seeds=self.adjacency.get(p, 0),
+                adjacent_first=p in self.first_neighbours,
+            )
+            for p, s in self.expanded.items()
+        }
+
+
+def gather(repo: str, text: str, settings: Settings) -> Pool | None:
+    """Run the routes, fuse them and expand over the call graph; None for an empty index."""
     catalog = get_catalog()
     index = get_index_cache().get(catalog, repo)
     if not len(index):
-        return []
-    query = Query(repo, text)
+        return None
+    query = Query(repo, text, vocab=settings.zh_vocab)
     weights = settings.weights()
+
+    def runs(name: str) -> bool:
+        # The learned ranker reads a listed route's ranks even when the fusion weighs it 0.
+        if weights.get(name, 0.0) > 0:
+            return True
+        return settings.ranker == "learned" and name in weights and name in learned.RANKED_ROUTES
+
     rankings = {
         name: route(query, index, settings.route_depth)
         for name, route in ROUTES.items()
-        if weights.get(name, 0.0) > 0
+        if runs(name)
     }
     query.candidates = sorted({p for ranked in rankings.values() for p, _ in ranked})
+    query.rankings = dict(rankings)
     for name, route in PRIOR_ROUTES.items():
-        if weights.get(name, 0.0) > 0:
+        if runs(name):
             rankings[name] = route(query, index, settings.route_depth)
     if settings.query_rewrite == "llm":
         for i, extra in enumerate(llm_queries(text, settings), 1):
-            other = Query(repo, extra)
+            other = Query(repo, extra, vocab=settings.zh_vocab)
             for name in REWRITE_ROUTES:
                 if weights.get(name, 0.0) > 0:
                     rankings[f"{name}@{i}"] = ROUTES[name](other, index, settings.route_depth)
@@ -74,24 +147,43 @@ def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
         if unit.is_test and not query.about_tests:
             score *= settings.test_penalty
         scores[pos] = score
+    flow = is_flow_question(text)
+    expanded = dict(scores)
+    graph = Graph(catalog.db)
     if settings.expand_depth:
         by_id = expand(
-            Graph(catalog.db),
+            graph,
             repo,
             {index.ids[p]: s for p, s in scores.items()},
-            settings.expand_depth if is_flow_question(text) else 1,
+            settings.expand_depth if flow else 1,
         )
-        scores = {index.position[u]: s for u, s in by_id.items() if u in index.position}
-    order = sorted(scores, key=lambda p: -scores[p])[:POOL]
-    if settings.rerank_model:
-        order = rerank(settings.rerank_model, text, [index.units[p] for p in order], order)
-        scores = {p: 1.0 / (i + 1) for i, p in enumerate(order)}
-    if settings.mmr_lambda < 1.0:
-        order = mmr(order, scores, index.vectors(), settings.mmr_lambda, top_k)
-    return [
-        Ranked(index.units[p], scores[p], routes.get(p, {"graph": 1}), sims.get(p))
-        for p in order[:top_k]
-    ]
+        expanded = {index.position[u]: s for u, s in by_id.items() if u in index.position}
+    adjacency: dict[int, int] = {}
+    first_neighbours: set[int] = set()
+    first = max(scores, key=lambda p: scores[p]) if scores else None
+    if settings.ranker == "learned":
+        seeds = sorted(scores, key=lambda p: -scores[p])[: learned.SEEDS]
+        for seed in seeds:
+            near = graph.neighbourhood(repo, [index.ids[seed]], 1)
+            for uid in near:
+                pos = index.position.get(uid)
+                if pos is not None and pos != seed:
+                    adjacency[pos] = adjacency.get(pos, 0) + 1
+                    if seed == first:
+                        first_neighbours.add(pos)
+    return Pool(
+        query,
+        index,
+        rankings,
+        routes,
+        scores,
+        expanded,
+        sims,
+        flow,
+        adjacency,
+        first,
+        first_neighbours,
+    )
 
 
 def below_gate(ranked: list[Ranked], gate: float) -> bool:
@@ -113,6 +205,7 @@ def to_hit(r: Ranked, with_text: bool = False) -> SearchHit:
         kind=u.kind,
         language=u.language,
         score=round(r.score, 6),
+        confidence=None if r.confidence is None else round(r.confidence, 4),
         signature=u.signature,
         routes=r.routes,
         last_commit=u.last_commit,

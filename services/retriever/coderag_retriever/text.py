@@ -241,7 +241,8 @@ def code_tokens(text: str) -> list[str]:
     return out
 
 
-def query_tokens(text: str) -> list[str]:
-    """Tokens of a question: code tokens of its Latin words plus the English of its Chinese."""
-    extra = " ".join(zh_terms(text)) if has_chinese(text) else ""
+def query_tokens(text: str, vocab: bool = True) -> list[str]:
+    """Tokens of a question: code tokens of its Latin words plus (``vocab``) the English of its
+    Chinese."""
+    extra = " ".join(zh_terms(text)) if vocab and has_chinese(text) else ""
     return code_tokens(text + " " + extra)

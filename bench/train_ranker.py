@@ -1,0 +1,143 @@
+"""Train the learned ranker on the tuning split's candidate features and ship it.
+
+    python bench/retrieval.py --split tune --dump-features bench/.cache/features.jsonl
+    python bench/train_ranker.py bench/.cache/features.jsonl [--out PATH]
+
+Leave-one-corpus-out over the tuning corpora picks the L2 strength (each fold is scored on a
+corpus the model did not see, the way a new user's code base is), prints the folds against the
+fused order, then fits on every tuning question and writes
+``services/retriever/coderag_retriever/ranker.json``. The test split is never read here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from coderag_retriever.learned import Ranker, fit
+
+HERE = Path(__file__).resolve().parent
+SHIPPED = HERE.parent / "services" / "retriever" / "coderag_retriever" / "ranker.json"
+"""Where the shipped ranker lives."""
+
+L2_GRID = (0.1, 1.0, 10.0, 100.0)
+"""L2 strengths tried."""
+
+DOC_WEIGHTS = (0.0, 0.25, 1.0)
+"""Weights of the doc-comment questions' rows tried (0 leaves them out)."""
+
+
+def is_doc(row: dict) -> bool:
+    """Whether a row comes from a generated doc-comment question."""
+    return "-doc-" in row["id"]
+
+
+def home(row: dict) -> str:
+    """The tuning corpus a row belongs to (a doc-blanked copy counts as its original)."""
+    return row["corpus"].removesuffix("-nodoc")
+
+
+def load(path: Path) -> list[dict]:
+    """Questions with their candidates' features and labels."""
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    for r in rows:
+        r["x"] = np.array(r["x"], dtype=np.float64).reshape(len(r["y"]), -1)
+        r["y"] = np.array(r["y"], dtype=np.float64)
+    return rows
+
+
+def first_rank(scores: np.ndarray, y: np.ndarray) -> int | None:
+    """1-based rank of the first positive when candidates are ordered by score."""
+    order = np.argsort(-scores, kind="stable")
+    hits = np.nonzero(y[order] > 0)[0]
+    return int(hits[0]) + 1 if len(hits) else None
+
+
+def metrics(ranks: list[int | None]) -> dict[str, float]:
+    """R@1, R@5 and MRR@10 of first-hit ranks."""
+    n = len(ranks) or 1
+    return {
+        "R@1": sum(r == 1 for r in ranks) / n,
+        "R@5": sum(r is not None and r <= 5 for r in ranks) / n,
+        "MRR@10": sum(1 / r for r in ranks if r is not None and r <= 10) / n,
+    }
+
+
+def stack(rows: list[dict], doc_weight: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All candidates of the questions as one design matrix, labels and row weights."""
+    rows = [r for r in rows if doc_weight > 0 or not is_doc(r)]
+    weights = [np.full(len(r["y"]), doc_weight if is_doc(r) else 1.0) for r in rows]
+    return (
+        np.vstack([r["x"] for r in rows]),
+        np.concatenate([r["y"] for r in rows]),
+        np.concatenate(weights),
+    )
+
+
+def train(rows: list[dict], l2: float, doc_weight: float) -> Ranker:
+    """Fit on the rows."""
+    x, y, w = stack(rows, doc_weight)
+    return fit(x, y, l2=l2, weight=w)
+
+
+def cross_validate(
+    rows: list[dict], l2: float, doc_weight: float
+) -> tuple[list[int | None], list[int | None]]:
+    """Leave-one-corpus-out first-hit ranks on the held-out corpus's written questions:
+    (learned, fused)."""
+    learned_ranks, fused_ranks = [], []
+    for corpus in sorted({home(r) for r in rows}):
+        model = train([r for r in rows if home(r) != corpus], l2, doc_weight)
+        for r in rows:
+            if home(r) == corpus and not is_doc(r):
+                learned_ranks.append(first_rank(model.probability(r["x"]), r["y"]))
+                fused_ranks.append(first_rank(np.array(r["fused"]), r["y"]))
+    return learned_ranks, fused_ranks
+
+
+def main() -> int:
+    """Cross-validate, fit on everything, write the ranker."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("features", type=Path)
+    ap.add_argument("--out", type=Path, default=SHIPPED)
+    args = ap.parse_args()
+    rows = [r for r in load(args.features) if len(r["y"])]
+    best, best_mrr = (L2_GRID[0], DOC_WEIGHTS[0]), -1.0
+    docs = any(is_doc(r) for r in rows)
+    print("| L2 | doc-question weight | learned R@1 / R@5 / MRR@10 | fused R@1 / R@5 / MRR@10 |")
+    print("| --- | --- | --- | --- |")
+    for l2 in L2_GRID:
+        for doc_weight in DOC_WEIGHTS if docs else (0.0,):
+            learned_ranks, fused_ranks = cross_validate(rows, l2, doc_weight)
+            m, f = metrics(learned_ranks), metrics(fused_ranks)
+            print(
+                f"| {l2} | {doc_weight} | {m['R@1']:.2f} / {m['R@5']:.2f} / {m['MRR@10']:.2f} | "
+                f"{f['R@1']:.2f} / {f['R@5']:.2f} / {f['MRR@10']:.2f} |"
+            )
+            if m["MRR@10"] > best_mrr:
+                best, best_mrr = (l2, doc_weight), m["MRR@10"]
+    per_corpus: dict[str, int] = defaultdict(int)
+    for r in rows:
+        per_corpus[r["corpus"]] += 1
+    model = train(rows, *best)
+    trained_on = {
+        "split": "tune",
+        "questions": dict(per_corpus),
+        "l2": best[0],
+        "doc_question_weight": best[1],
+        "selected_by": "leave-one-corpus-out MRR@10 over the tuning corpora",
+        "command": "python bench/retrieval.py --split tune --dump-features F && "
+        "python bench/train_ranker.py F",
+    }
+    args.out.write_text(model.to_json(trained_on) + "\n", "utf-8")
+    print(f"\nL2 {best[0]}, doc-question weight {best[1]}: wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The learned ranker: a logistic model over each candidate's route ranks and scores, unit
+features and call-graph ties to the other hits, trained offline (``bench/train_ranker.py``) on
+the tuning split only and shipped as ``ranker.json``.
+
+Its probability is also the hit's ``confidence``: trained pointwise on "is this candidate a gold
+unit", so 0.8 means that, on the tuning questions, about four in five candidates scored so were
+answers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from coderag_retriever.index import RepoIndex
+from coderag_retriever.query import Query
+from coderag_retriever.text import code_tokens, has_chinese
+
+RANKED_ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "feedback")
+"""Routes whose rank and score are features."""
+
+DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
+"""Languages of prose units: documentation, not code."""
+
+SEEDS = 5
+"""Best fused hits whose call-graph neighbours get the adjacency features."""
+
+FEATURES = (
+    *(f"rr_{r}" for r in RANKED_ROUTES),
+    *(f"score_{r}" for r in RANKED_ROUTES),
+    "cos_vector",
+    "cos_vector2",
+    "fused",
+    "expanded",
+    "graph_only",
+    "adjacent_seeds",
+    "adjacent_first",
+    "test_unasked",
+    "test_asked",
+    "kind_callable",
+    "kind_class",
+    "kind_block",
+    "kind_file",
+    "is_doc",
+    "log_lines",
+    "symbol_overlap",
+    "path_overlap",
+    "doc_overlap",
+    *(f"zh_rr_{r}" for r in RANKED_ROUTES),
+    "flow_adjacent",
+)
+"""Feature names, in column order; ``ranker.json`` names them too and must match."""
+
+
+@dataclass
+class Candidate:
+    """What the ranker knows of one candidate unit besides the unit itself."""
+
+    ranks: dict[str, int]
+    fused: float
+    expanded: float
+    adjacent_seeds: int
+    adjacent_first: bool
+
+
+def _overlap(query: set[str], tokens: list[str]) -> float:
+    if not query:
+        return 0.0
+    return len(query & set(tokens)) / len(query)
+
+
+def features(
+    query: Query,
+    index: RepoIndex,
+    rankings: dict[str, list[tuple[int, float]]],
+    candidates: dict[int, Candidate],
+    flow: bool,
+) -> tuple[list[int], np.ndarray]:
+    """The feature matrix of the candidates, rows in the order of the returned positions."""
+    tops = {r: max((s for _, s in rankings.get(r, [])), default=0.0) or 1.0 for r in RANKED_ROUTES}
+    score_of = {r: dict(rankings.get(r, [])) for r in RANKED_ROUTES}
+    fused_top = max((c.fused for c in candidates.values()), default=0.0) or 1.0
+    expanded_top = max((c.expanded for c in candidates.values()), default=0.0) or 1.0
+    zh = has_chinese(query.text)
+    words = set(query.tokens)
+    order = sorted(candidates, key=lambda p: -candidates[p].expanded)
+    rows = []
+    for pos in order:
+        c, u = candidates[pos], index.units[pos]
+        rr = {r: (1.0 / c.ranks[r] if r in c.ranks else 0.0) for r in RANKED_ROUTES}
+        adjacent = c.adjacent_seeds / SEEDS
+        row = [
+            *(rr[r] for r in RANKED_ROUTES),
+            *(max(score_of[r].get(pos, 0.0), 0.0) / tops[r] for r in RANKED_ROUTES),
+            score_of["vector"].get(pos, 0.0),
+            score_of["vector2"].get(pos, 0.0),
+            c.fused / fused_top,
+            c.expanded / expanded_top,
+            float(not c.ranks),
+            adjacent,
+            float(c.adjacent_first),
+            float(u.is_test and not query.about_tests),
+            float(u.is_test and query.about_tests),
+            float(u.kind in ("function", "method")),
+            float(u.kind in ("class", "interface", "type")),
+            float(u.kind == "block"),
+            float(u.kind == "file"),
+            float(u.language in DOC_LANGUAGES),
+            math.log1p(u.end_line - u.start_line + 1) / math.log(500),
+            _overlap(words, list(index.symbol_tokens[pos])),
+            _overlap(words, code_tokens(u.file)),
+            _overlap(words, code_tokens(u.doc)),
+            *((rr[r] if zh else 0.0) for r in RANKED_ROUTES),
+            adjacent if flow else 0.0,
+        ]
+        rows.append(row)
+    return order, np.array(rows, dtype=np.float64).reshape(len(order), len(FEATURES))
+
+
+@dataclass(frozen=True)
+class Ranker:
+    """A logistic model over standardised features."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray
+    bias: float
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        """P(candidate is an answer) for each row."""
+        z = ((x - self.mean) / self.scale) @ self.weights + self.bias
+        return 1.0 / (1.0 + np.exp(-z))
+
+    def to_json(self, trained_on: dict) -> str:
+        """The shipped form, with how it was trained."""
+        return json.dumps(
+            {
+                "features": list(FEATURES),
+                "mean": self.mean.round(6).tolist(),
+                "scale": self.scale.round(6).tolist(),
+                "weights": self.weights.round(6).tolist(),
+                "bias": round(self.bias, 6),
+                "trained_on": trained_on,
+            },
+            indent=1,
+        )
+
+
+def parse(text: str) -> Ranker:
+    """A ranker from its JSON; features must match this version's."""
+    data = json.loads(text)
+    if tuple(data["features"]) != FEATURES:
+        raise ValueError("ranker.json was trained on other features; retrain it")
+    return Ranker(
+        np.array(data["mean"]), np.array(data["scale"]), np.array(data["weights"]), data["bias"]
+    )
+
+
+@cache
+def load(path: str = "") -> Ranker:
+    """The ranker at ``path``, or the shipped one."""
+    if path:
+        return parse(Path(path).read_text("utf-8"))
+    return parse(resources.files("coderag_retriever").joinpath("ranker.json").read_text("utf-8"))
+
+
+def fit(
+    x: np.ndarray,
+    y: np.ndarray,
+    l2: float = 1.0,
+    weight: np.ndarray | None = None,
+    steps: int = 100,
+) -> Ranker:
+    """Train by Newton's method on the L2-regularised, optionally row-weighted log loss (small
+    data: exact and fast)."""
+    sw = np.ones(len(y)) if weight is None else weight
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    z = (x - mean) / scale
+    a = np.hstack([z, np.ones((len(z), 1))])
+    w = np.zeros(a.shape[1])
+    reg = np.full(a.shape[1], l2)
+    reg[-1] = 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-(a @ w)))
+        grad = a.T @ (sw * (p - y)) + reg * w
+        hess = (a * (sw * p * (1 - p))[:, None]).T @ a + np.diag(reg + 1e-9)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-7:
+            break
+    return Ranker(mean, scale, w[:-1], float(w[-1]))

@@ -1,0 +1,150 @@
+"""The learned ranker: its fitting logic, the shipped model, and that it really reorders real
+search results (a ranker that changes nothing fails here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from coderag.settings import get_settings
+from coderag_retriever import learned
+from coderag_retriever.search import gather, rank
+from tests.conftest import wait_ready
+
+SOURCES = {
+    "billing/invoice.py": (
+        "def invoice_total(lines, tax_rate):\n"
+        '    """Sum the invoice lines and add tax."""\n'
+        "    subtotal = sum(l.price * l.qty for l in lines)\n"
+        "    return round(subtotal * (1 + tax_rate), 2)\n\n\n"
+        "def format_invoice(invoice):\n"
+        "    return f'{invoice.number}: {invoice_total(invoice.lines, invoice.tax)}'\n"
+    ),
+    "shipping/rates.py": (
+        "def shipping_cost(weight_kg, zone):\n"
+        '    """Price a parcel by weight and destination zone."""\n'
+        "    base = {1: 4.0, 2: 7.5, 3: 12.0}[zone]\n"
+        "    return base + 0.8 * weight_kg\n"
+    ),
+    "tests/test_invoice.py": (
+        "from billing.invoice import invoice_total\n\n\n"
+        "def test_invoice_total_adds_tax():\n"
+        "    assert invoice_total([], 0.2) == 0\n"
+    ),
+    "README.md": "# Shop\n\nInvoices, shipping rates and their tests.\n",
+}
+
+
+def test_fit_learns_the_signal_and_round_trips() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, len(learned.FEATURES)))
+    y = (x[:, 0] + 0.5 * x[:, 3] > 0.8).astype(float)
+    model = learned.fit(x, y, l2=1.0)
+    p = model.probability(x)
+    assert p[y == 1].mean() > 0.7 > 0.3 > p[y == 0].mean()
+    assert model.weights[0] > 0 and model.weights[3] > 0
+    again = learned.parse(model.to_json({"split": "tune"}))
+    assert np.allclose(again.probability(x), p, atol=1e-4)
+    with pytest.raises(ValueError, match="retrain"):
+        learned.parse(json.dumps({**json.loads(model.to_json({})), "features": ["x"]}))
+
+
+def test_shipped_ranker_loads_with_provenance() -> None:
+    text = (Path(learned.__file__).parent / "ranker.json").read_text("utf-8")
+    assert json.loads(text)["trained_on"]["split"] == "tune"
+    assert len(learned.load().weights) == len(learned.FEATURES)
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> TestClient:
+    import git
+
+    from coderag.app import create_app
+    from tests.conftest import commit_all
+
+    root = tmp_path / "shop"
+    for rel, text in SOURCES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    commit_all(git.Repo.init(root), "shop")
+    client = TestClient(create_app())
+    client.__enter__()
+    assert client.post("/repos", json={"name": "shop", "path": str(root)}).status_code in (
+        200,
+        201,
+        202,
+    )
+    assert wait_ready(client, "shop")["status"] == "ready"
+    yield client
+    client.__exit__(None, None, None)
+
+
+def _ranker_file(tmp_path: Path, weights: dict[str, float]) -> str:
+    n = len(learned.FEATURES)
+    model = learned.Ranker(
+        np.zeros(n),
+        np.ones(n),
+        np.array([weights.get(f, 0.0) for f in learned.FEATURES]),
+        0.0,
+    )
+    path = tmp_path / "ranker.json"
+    path.write_text(model.to_json({"split": "tune"}))
+    return str(path)
+
+
+def test_search_orders_by_the_learned_ranker(
+    shop: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    query = "how is the tax added to an invoice total"
+    body = shop.post("/search", json={"query": query, "repo": "shop", "top_k": 5}).json()
+    assert body["results"][0]["symbol"] == "invoice_total"
+    assert all(0.0 <= h["confidence"] <= 1.0 for h in body["results"])
+    confidences = [h["confidence"] for h in body["results"]]
+    assert confidences == sorted(confidences, reverse=True)
+
+    settings = get_settings()
+    fused = [
+        r.unit.symbol
+        for r in rank("shop", query, 5, settings.model_copy(update={"ranker": "fused"}))
+    ]
+    assert all(
+        r.confidence is None
+        for r in rank("shop", query, 5, settings.model_copy(update={"ranker": "fused"}))
+    )
+    # A ranker that prefers test code over everything must put the test first: the order comes
+    # from the model, not from the fusion.
+    contrary = settings.model_copy(
+        update={"ranker_path": _ranker_file(tmp_path, {"test_unasked": 5.0})}
+    )
+    ordered = [r.unit.symbol for r in rank("shop", query, 5, contrary)]
+    assert ordered[0] == "test_invoice_total_adds_tax" != fused[0]
+
+
+def test_features_see_the_call_graph(shop: TestClient) -> None:
+    pool = gather("shop", "how is an invoice formatted", get_settings())
+    assert pool is not None
+    positions, x = learned.features(
+        pool.query, pool.index, pool.rankings, pool.candidates(), pool.flow
+    )
+    assert x.shape == (len(positions), len(learned.FEATURES))
+    col = learned.FEATURES.index("adjacent_seeds")
+    symbols = [pool.index.units[p].symbol for p in positions]
+    # format_invoice calls invoice_total: each is adjacent to the other, shipping_cost to neither
+    assert x[symbols.index("invoice_total"), col] > 0
+    if "shipping_cost" in symbols:
+        assert x[symbols.index("shipping_cost"), col] == 0
+
+
+def test_tests_rank_down_for_where_and_up_for_what_should(shop: TestClient) -> None:
+    def place(query: str) -> int:
+        hits = shop.post("/search", json={"query": query, "repo": "shop", "top_k": 10}).json()
+        symbols = [h["symbol"] for h in hits["results"]]
+        return symbols.index("test_invoice_total_adds_tax")
+
+    where = place("where is the invoice total with tax implemented")
+    should = place("what should the invoice total be for an empty invoice, per the tests")
+    assert should < where and where > 0
