@@ -156,8 +156,10 @@ def test_answers_explain_with_tight_citations_and_git_facts(
     call_line = line_of(current, "limit = order_timeout_seconds()")
     timeout_def = line_of(current, "def order_timeout_seconds")
     starts = [c["start_line"] for c in body["citations"]]
-    assert any(c["start_line"] <= call_line <= c["end_line"] for c in body["citations"])
-    assert timeout_def in starts and starts.index(timeout_def) == len(starts) - 1, starts
+    calling = next(
+        i for i, c in enumerate(body["citations"]) if c["start_line"] <= call_line <= c["end_line"]
+    )
+    assert timeout_def in starts and calling < starts.index(timeout_def), starts  # call order
     changed = line_of(current, "in orders[:500]:")
     batch = next(c for c in body["citations"] if c["start_line"] <= call_line <= c["end_line"])
     # the call's lines were last touched by the initial commit, the loop header by Chen's

@@ -19,6 +19,9 @@ from coderag_generator.evidence import Quote, intents, is_doc, quotes, support, 
 CANDIDATES = 3
 """Best units considered for citing."""
 
+CHAIN_POOL = 5
+"""Units a call chain may pass through: links between them are explicit, so deeper is safe."""
+
 CHAIN_UNITS = 3
 """Longest call chain quoted for a flow question."""
 
@@ -90,9 +93,9 @@ def primary(units: list[dict[str, Any]], query: str) -> dict[str, Any]:
 
 
 def chain(units: list[dict[str, Any]], start: dict[str, Any]) -> list[dict[str, Any]]:
-    """The call chain through ``start`` among the candidates: a candidate calling it first, then
-    the callees it reaches, in call order."""
-    pool = [u for u in units[:CANDIDATES] if not is_doc(u)]
+    """The call chain through ``start`` among the first ``CHAIN_POOL`` units: one calling it
+    first, then the callees it reaches, in call order."""
+    pool = [u for u in units[:CHAIN_POOL] if not is_doc(u)]
     by_symbol = {u["symbol"]: u for u in pool}
     head = next((u for u in pool if start["symbol"] in (u.get("calls") or ())), start)
     out = [head] if head is start else [head, start]
