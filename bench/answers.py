@@ -41,6 +41,7 @@ os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
 # spinning starves the very threads it waits for (first token 3x slower), so they sleep instead
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import who_when  # noqa: E402
 from fetch import corpus_root, load_corpora  # noqa: E402
 from llm_speed import SPEED_PROMPT_TOKENS, speed  # noqa: E402
 
@@ -48,10 +49,12 @@ from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
 from coderag.store.graph import Graph  # noqa: E402
-from coderag_generator import refusal  # noqa: E402
+from coderag_generator import confidence, refusal  # noqa: E402
 from coderag_generator.answer import answer_events  # noqa: E402
 from coderag_generator.api import RETRIEVE_K  # noqa: E402
 from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
+from coderag_generator.confidence import Thresholds, signals, weak  # noqa: E402
+from coderag_generator.details import enrich  # noqa: E402
 from coderag_retriever.search import rank, to_hit  # noqa: E402
 
 GATE_GRID = [i / 1000 for i in range(1001)]
@@ -129,80 +132,139 @@ def ensure_indexed(corpus: dict[str, Any], fresh: bool) -> float | None:
 
 
 def retrieve(repo: str, query: str, settings: Settings) -> list[dict[str, Any]]:
-    """The hits ``POST /retrieve`` returns: code, vector similarity, calls among the hits."""
+    """The hits ``POST /retrieve`` returns (code, vector similarity, calls among the hits) with
+    what ``/ask`` adds to them from the catalog (doc, facts, callers, test coverage)."""
     ranked = rank(repo, query, RETRIEVE_K, settings)
     graph = Graph(get_catalog().db)
     symbols = {r.unit.id: r.unit.symbol for r in ranked}
-    return [
-        {
-            **to_hit(r, with_text=True).model_dump(),
-            "similarity": r.similarity,
-            "calls": [
-                symbols[e.callee] for e in graph.callees(repo, r.unit.id) if e.callee in symbols
-            ],
-        }
-        for r in ranked
-    ]
+    return enrich(
+        get_catalog(),
+        repo,
+        [
+            {
+                **to_hit(r, with_text=True).model_dump(),
+                "similarity": r.similarity,
+                "calls": [
+                    symbols[e.callee] for e in graph.callees(repo, r.unit.id) if e.callee in symbols
+                ],
+            }
+            for r in ranked
+        ],
+    )
 
 
 # --- score-gate calibration ----------------------------------------------------------------------
 
 
-def gate_refuses(case: Case, threshold: float) -> bool:
-    """Whether the pre-model gate refuses this question at ``threshold``."""
-    return refusal.gate(case.q["query"], case.hits, case.q["lang"], threshold) is not None
+MARGINS = [0.0, 0.01, 0.02, 0.03, 0.05, 0.08]
+"""Support margins above the gate tried in calibration."""
+
+FLOORS = [0.0, 0.2, 0.25, 0.34, 0.5]
+"""Support floors tried in calibration."""
 
 
-def rates(cases: list[Case], threshold: float) -> tuple[float, float]:
-    """(refusal accuracy on absent, false-refusal rate on answerable) of the gate alone."""
+@dataclass(frozen=True)
+class Decision:
+    """A refusal rule: the score gate and the support thresholds."""
+
+    gate: float
+    margin: float
+    floor: float
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The support thresholds of ``confidence``."""
+        return Thresholds(self.margin, self.floor)
+
+
+def gate_refuses(case: Case, d: Decision) -> bool:
+    """Whether the pre-model rules refuse this question under the decision ``d``."""
+    q = case.q
+    return refusal.gate(q["query"], case.hits, q["lang"], d.gate, d.thresholds) is not None
+
+
+def rates(cases: list[Case], d: Decision) -> tuple[float, float]:
+    """(refusal accuracy on absent, false-refusal rate on answerable) of the rules alone."""
     absent = [c for c in cases if c.absent]
     answerable = [c for c in cases if not c.absent]
-    ra = sum(gate_refuses(c, threshold) for c in absent) / max(len(absent), 1)
-    fr = sum(gate_refuses(c, threshold) for c in answerable) / max(len(answerable), 1)
+    ra = sum(gate_refuses(c, d) for c in absent) / max(len(absent), 1)
+    fr = sum(gate_refuses(c, d) for c in answerable) / max(len(answerable), 1)
     return ra, fr
 
 
-def calibrate(cases: list[Case]) -> tuple[float, float, float]:
-    """The threshold with the best refusal accuracy minus false refusals whose false refusals
-    stay within the goal (the lowest such threshold on ties); with its two rates."""
-    best = (0.0, *rates(cases, 0.0))
-    score = best[1] - best[2] if best[2] <= MAX_FALSE_REFUSALS else -1.0
-    for t in GATE_GRID[1:]:
-        ra, fr = rates(cases, t)
-        if fr <= MAX_FALSE_REFUSALS and ra - fr > score + 1e-9:
-            best, score = (t, ra, fr), ra - fr
-    return best
+def _sweep(cases: list[Case]) -> dict[Decision, tuple[float, float]]:
+    """Rates of every decision of the grid, from signals read once per case (the same rule as
+    ``refusal.gate``: the named-term check first, then ``confidence.weak`` unless the question
+    names a symbol of the code)."""
+    pre = {id(c): refusal.gate(c.q["query"], c.hits, c.q["lang"], 0.0) is not None for c in cases}
+    named = {id(c): refusal.names_code(c.hits) for c in cases}
+    sig = {id(c): signals(c.q["query"], c.hits) for c in cases}
+    absent = [c for c in cases if c.absent]
+    answerable = [c for c in cases if not c.absent]
+    out = {}
+    for t in GATE_GRID[800:950:5]:
+        for m in MARGINS:
+            for f in FLOORS:
+                d = Decision(t, m, f)
+
+                def refused(c: Case, d: Decision = d) -> bool:
+                    i = id(c)
+                    return pre[i] or (not named[i] and weak(sig[i], d.gate, d.thresholds))
+
+                ra = sum(map(refused, absent)) / max(len(absent), 1)
+                fr = sum(map(refused, answerable)) / max(len(answerable), 1)
+                out[d] = (ra, fr)
+    return out
 
 
-def calibration(cases: list[Case], names: list[str]) -> tuple[dict[str, float], list[str]]:
-    """Per held-out corpus, the threshold fitted on the others; and the report table."""
-    fold: dict[str, float] = {}
+def calibrate(cases: list[Case]) -> tuple[Decision, float, float]:
+    """The decision with the best refusal accuracy minus false refusals whose false refusals
+    stay within the goal (the simplest such decision on ties); with its two rates."""
+    best: tuple[Decision, float, float] | None = None
+    for d, (ra, fr) in _sweep(cases).items():
+        if fr > MAX_FALSE_REFUSALS:
+            continue
+        if best is None or ra - fr > best[1] - best[2] + 1e-9:
+            best = (d, ra, fr)
+    return best or (Decision(0.0, 0.0, 0.0), *rates(cases, Decision(0.0, 0.0, 0.0)))
+
+
+def calibration(cases: list[Case], names: list[str]) -> tuple[dict[str, Decision], list[str]]:
+    """Per held-out corpus, the decision fitted on the others; and the report table."""
+    fold: dict[str, Decision] = {}
     rows = [
-        "| held-out corpus | gate fitted on the others | fit: refusal acc / false refusals | "
-        "held-out, named-term check only | held-out, with the gate |",
-        "| --- | --- | --- | --- | --- |",
+        "| held-out corpus | fitted on the others: gate, margin, support floor | "
+        "fit: refusal acc / false refusals | held-out, named-term check only | "
+        "held-out, gate alone | held-out, gate and support |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for held in names:
         fit = [c for c in cases if c.corpus != held]
         test = [c for c in cases if c.corpus == held]
         if not fit or not test:
             continue
-        t, ra, fr = calibrate(fit)
-        fold[held] = t
-        off = rates(test, 0.0)
-        on = rates(test, t)
+        d, ra, fr = calibrate(fit)
+        fold[held] = d
+        off = rates(test, Decision(0.0, 0.0, 0.0))
+        alone = rates(test, Decision(d.gate, 0.0, 0.0))
+        on = rates(test, d)
         rows.append(
-            f"| {held} | {t:.2f} | {ra:.2f} / {fr:.2f} | {off[0]:.2f} / {off[1]:.2f} | "
+            f"| {held} | {d.gate:.3f}, {d.margin:.2f}, {d.floor:.2f} | {ra:.2f} / {fr:.2f} | "
+            f"{off[0]:.2f} / {off[1]:.2f} | {alone[0]:.2f} / {alone[1]:.2f} | "
             f"{on[0]:.2f} / {on[1]:.2f} |"
         )
     if fold:
-        median = statistics.median(fold.values())
-        whole = rates(cases, median)
+        med = Decision(
+            statistics.median(d.gate for d in fold.values()),
+            statistics.median(d.margin for d in fold.values()),
+            statistics.median(d.floor for d in fold.values()),
+        )
+        whole = rates(cases, med)
         rows += [
             "",
-            f"Recommended `CODERAG_SCORE_GATE` = {median:.2f} (median of the held-out fits); "
-            f"on all corpora it gives refusal accuracy {whole[0]:.2f} and false refusals "
-            f"{whole[1]:.2f} (gate and named-term check, before any model).",
+            f"Medians of the held-out fits: gate {med.gate:.3f}, support margin {med.margin:.2f}, "
+            f"support floor {med.floor:.2f}; on all these corpora they give refusal accuracy "
+            f"{whole[0]:.2f} and false refusals {whole[1]:.2f} (rules only, before any answer).",
         ]
     return fold, rows
 
@@ -252,6 +314,12 @@ def answer(case: Case, backend: Counting, settings: Settings) -> Outcome:
             done = event.data
     ms = (time.perf_counter() - start) * 1000 + case.retrieve_ms
     return Outcome(case, done, ms, backend.renders - before)
+
+
+def stand_in(cases: list[Case]) -> list[Outcome]:
+    """The baseline: cite the top three hits whole, never refuse."""
+    cites = lambda c: [{k: h[k] for k in ("file", "start_line", "end_line")} for h in c.hits[:3]]  # noqa: E731
+    return [Outcome(c, {"citations": cites(c), "refused": False}, c.retrieve_ms, 0) for c in cases]
 
 
 def metric_row(label: str, outs: list[Outcome]) -> str:
@@ -323,7 +391,13 @@ def traps(case_corpus: str, backend: Counting, settings: Settings) -> tuple[str,
 def run(args: argparse.Namespace) -> str:
     """Index, retrieve, calibrate, answer; the markdown report."""
     settings = get_settings()
-    corpora = [c for c in load_corpora() if not args.corpus or c["name"] in args.corpus]
+    corpora = [
+        c
+        for c in load_corpora()
+        if (not args.corpus or c["name"] in args.corpus)
+        and (args.split == "all" or c.get("split", "tune") == args.split)
+        and (HERE / "questions" / f"{c['name']}.jsonl").is_file()
+    ]
     out: list[str] = []
     cases: list[Case] = []
     index_rows = ["| corpus | questions | index s (blank: reused) |", "| --- | --- | --- |"]
@@ -342,7 +416,12 @@ def run(args: argparse.Namespace) -> str:
     out += ["### Corpora", "", *index_rows, ""]
 
     names = [c["name"] for c in corpora]
-    fold, cal_rows = calibration(cases, names)
+    tuning = [c["name"] for c in corpora if c.get("split", "tune") == "tune"]
+    fold, cal_rows = calibration([c for c in cases if c.corpus in tuning], tuning)
+    if fold:  # test corpora get the medians of the tuning folds: nothing is fitted on them
+        med = Decision(*(statistics.median(getattr(d, f) for d in fold.values())
+                         for f in ("gate", "margin", "floor")))  # fmt: skip
+        fold.update({n: med for n in names if n not in tuning})
     out += [
         "### Score gate (R11), calibrated on two corpora, reported on the third",
         "",
@@ -370,8 +449,10 @@ def run(args: argparse.Namespace) -> str:
         for label, chosen in runs.items():
             outs = []
             for i, case in enumerate(chosen, 1):
-                gate = fold.get(case.corpus, 0.0)
-                outs.append(answer(case, backend, settings.model_copy(update={"score_gate": gate})))
+                d = fold.get(case.corpus, Decision(0.0, 0.0, 0.0))
+                confidence.DEFAULT = d.thresholds  # the held-out fold's thresholds
+                held = settings.model_copy(update={"score_gate": d.gate})
+                outs.append(answer(case, backend, held))
                 if name == "llamacpp" and i % 10 == 0:
                     print(f"  {name}: {i}/{len(chosen)}", file=sys.stderr, flush=True)
             for lang in ("all", "en", "zh"):
@@ -383,13 +464,23 @@ def run(args: argparse.Namespace) -> str:
         trap_misses += [f"{name}: {m}" for m in misses]
         if name == "llamacpp":
             speed_rows = speed(backend.inner, cases, settings)
+    stand_rows = []
+    for lang in ("all", "en", "zh"):
+        part = [o for o in stand_in(cases) if lang == "all" or o.case.q["lang"] == lang]
+        stand_rows.append(metric_row(f"stand-in (top 3, never refuses), {lang}", part))
+    history_rows = who_when.run(Counting(get_backend(settings)), settings, retrieve)
     out += [
-        "### Answers (held-out gate per corpus)",
+        "### Answers (held-out decision per corpus)",
         "",
         "Goals: citation precision >= 0.90, refusal accuracy >= 0.90, false refusals <= 0.10.",
         "",
         *METRIC_HEAD,
         *metric_rows,
+        *stand_rows,
+        "",
+        "### Who/when questions over a scripted git history (questions/history.jsonl)",
+        "",
+        *history_rows,
         "",
         "### How answers ended (reason counts)",
         "",
@@ -430,6 +521,12 @@ def main() -> int:
     )
     ap.add_argument("--llm-every", type=int, default=3, help="llamacpp: every n-th question")
     ap.add_argument("--fresh", action="store_true", help="re-index the corpora")
+    ap.add_argument(
+        "--split",
+        choices=["tune", "test", "all"],
+        default="tune",
+        help="corpora of bench/corpora.json by split; the decision is fitted on tune only",
+    )
     ap.add_argument("--calibrate-only", action="store_true", help="only the score-gate table")
     ap.add_argument("--out", default=str(HERE / "results" / "answers.md"))
     args = ap.parse_args()

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from coderag.settings import Settings
-from coderag_generator.backends.extractive import quoted
 from coderag_generator.citations import INVALID_MARK, check
 from coderag_generator.context import Snippet, assemble
+from coderag_generator.evidence import intents, is_doc, quotes
+from coderag_generator.explain import chain, compose
+from coderag_generator.window import Window, is_history_question, subject, window
 from coderag_retriever.fuse import rrf
 from coderag_retriever.text import code_tokens, query_tokens, split_identifier, stem
 
@@ -78,17 +82,64 @@ def test_context_reads_callers_before_callees_with_relation_notes() -> None:
     assert text.index("(function get:") < text.index("(function write:")
 
 
-def test_extractive_quotes_the_best_unit_and_its_call_links() -> None:
-    hits = [
-        {"symbol": "send", "calls": ["build"]},
-        {"symbol": "unrelated", "calls": []},
-        {"symbol": "build", "calls": ["encode"]},
-        {"symbol": "caller", "calls": ["send"]},
+def _unit(symbol: str, calls: list[str], text: str = "", **extra: object) -> dict:
+    return {"symbol": symbol, "calls": calls, "file": "f.py", "kind": "function",
+            "start_line": 10, "end_line": 10 + text.count("\n"), "text": text, **extra}  # fmt: skip
+
+
+def test_flow_chain_follows_call_order_and_skips_unlinked_units() -> None:
+    send, other = _unit("send", ["build"]), _unit("unrelated", [])
+    build, caller = _unit("build", ["encode"]), _unit("caller", ["send"])
+    assert [u["symbol"] for u in chain([send, other, build], send)] == ["send", "build"]
+    assert [u["symbol"] for u in chain([send, caller, build], send)] == ["caller", "send", "build"]
+    assert [u["symbol"] for u in chain([other], other)] == ["unrelated"]
+
+
+def test_quotes_pick_the_statement_the_question_asks_about() -> None:
+    text = (
+        "def charge(card, amount):\n"
+        '    """Charge a card."""\n'
+        "    total = amount * 2\n"
+        "    log(total)\n"
+        "    if amount <= 0:\n"
+        '        raise PaymentError("amount must be positive")\n'
+        "    timeout = settings.charge_timeout\n"
+        "    return send(card, total, timeout)"
+    )
+    u = _unit("charge", [], text)
+    errors = quotes(u, "What error does charge raise?", intents("What error does charge raise?"))
+    assert [(q.start_line, q.end_line, q.why) for q in errors] == [
+        (10, 10, "signature"),
+        (15, 15, "error"),
     ]
-    assert [h["symbol"] for h in quoted(hits)] == ["send", "build"]
-    assert [h["symbol"] for h in quoted([hits[0], hits[3], hits[2]])] == ["send", "caller", "build"]
-    assert [h["symbol"] for h in quoted(hits[1:2])] == ["unrelated"]
-    assert quoted([]) == []
+    config = quotes(u, "which setting is read?", intents("which setting is read?"))
+    assert (16, 16) in [(q.start_line, q.end_line) for q in config]
+    call = quotes(u, "how does it reach send?", {"flow"}, next_symbol="send")
+    assert call[-1].why == "call" and call[-1].text.strip().startswith("return send(")
+    plain = quotes(u, "What does charge do?", set())
+    assert [(q.start_line, q.end_line) for q in plain] == [(10, 11)]  # signature and doc line
+    readme = {**u, "file": "README.md", "language": "markdown", "text": "# Shop\n\nCharges cards."}
+    assert is_doc(readme) and "documentation" in compose([readme], "how are cards charged?", "en")
+
+
+def test_time_windows_in_both_languages() -> None:
+    now = datetime(2026, 11, 20, 12, tzinfo=UTC)  # a Friday
+    day = lambda s: datetime.fromisoformat(s).replace(tzinfo=UTC)  # noqa: E731
+    assert window("who changed it last month?", now) == Window(day("2026-10-01"), day("2026-11-01"))
+    assert window("上个月谁改过超时逻辑？", now) == Window(day("2026-10-01"), day("2026-11-01"))
+    assert window("上周谁改过 check_token？", now) == Window(day("2026-11-09"), day("2026-11-16"))
+    assert window("who changed it in the last 2 weeks?", now).since == now - timedelta(days=14)
+    assert window("2026年9月谁修改过 load_settings？", now) == Window(
+        day("2026-09-01"), day("2026-10-01")
+    )
+    assert window("who changed it in December?", now).since == day("2025-12-01")
+    assert window("when was it last modified?", now) is None
+    for q in ("Who changed the retry logic last month?", "上个月谁改过超时逻辑？",
+              "When was parse_args last modified?", "invoice_total 上个月被谁改过？"):  # fmt: skip
+        assert is_history_question(q), q
+    for q in ("Who calls parse_args?", "When is the cookie jar updated?", "重试次数在哪里配置？"):
+        assert not is_history_question(q), q
+    assert subject("Who changed the payment retry logic last month?") == "payment retry logic"
 
 
 def test_score_gate_defaults_follow_the_encoder_it_reads() -> None:

@@ -171,11 +171,15 @@ class AskRequest(BaseModel):
 
 
 class Citation(BaseModel):
-    """A checked ``FILE:start-end`` range."""
+    """A checked ``FILE:start-end`` range, with the last commit that touched its lines (X7) when
+    the repository has history."""
 
     file: str
     start_line: int
     end_line: int
+    last_commit: str | None = None
+    last_author: str | None = None
+    last_date: str | None = None
 
 
 class AskResponse(BaseModel):
@@ -191,9 +195,54 @@ class AskResponse(BaseModel):
     reason: str = Field(
         "",
         description="Why the answer was decided without the model or refused: unsafe, vague, "
-        "no_hits, score_gate, absent_term, model, no_citation; empty for an answer.",
+        "no_hits, score_gate, absent_term, model, no_citation, no_history, premise (the answer "
+        "corrects the question's premise); empty for an answer.",
     )
     backend: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
     session_id: str | None = None
+
+
+class LineRange(BaseModel):
+    """Lines ``start_line..end_line`` of one file of a repository."""
+
+    file: str = Field(..., min_length=1, max_length=1000)
+    start_line: int = Field(..., ge=1)
+    end_line: int = Field(..., ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LineRange:
+        if self.end_line < self.start_line:
+            raise ValueError("end_line must not be before start_line")
+        if self.file.startswith("/") or ".." in self.file.split("/"):
+            raise ValueError("file must be a path inside the repository")
+        return self
+
+
+class HistoryRequest(BaseModel):
+    """Line ranges whose git history is wanted; with ``log``, the commits that changed them,
+    within ``since``/``until`` (ISO 8601 author dates) when given."""
+
+    ranges: list[LineRange] = Field(..., min_length=1, max_length=20)
+    log: bool = False
+    since: str | None = None
+    until: str | None = None
+
+
+class RangeHistory(BaseModel):
+    """One range's last commit and, when asked, the commits that changed it (newest first)."""
+
+    file: str
+    start_line: int
+    end_line: int
+    last: dict[str, str] | None = None
+    changes: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class HistoryResponse(BaseModel):
+    """Per range, its history; ``has_history`` is False when the repository has no git history."""
+
+    repo: str
+    has_history: bool
+    ranges: list[RangeHistory]

@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     retriever_url: str | None = Field(
         None, description="Retriever base URL for the generator (compose); unset means in-process."
     )
+    parser_url: str | None = Field(
+        None,
+        description="Parser base URL for the generator's git history calls (compose); unset "
+        "means in-process.",
+    )
     api_tokens: str = Field(
         "",
         description="Comma-separated `user:token:role` entries, role `admin` (may also register, "

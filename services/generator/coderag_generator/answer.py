@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coderag.settings import Settings
-from coderag_generator import prompts, refusal
+from coderag_generator import chronicle, premise, prompts, refusal, window
 from coderag_generator.backends import Backend
 from coderag_generator.citations import check
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
@@ -44,6 +44,9 @@ def language(query: str) -> str:
 
 REFUSED_BY_MODEL, NO_CITATION = "model", "no_citation"
 """Reasons of refusals after the model answered: it said so, or it cited nothing valid."""
+
+PREMISE = "premise"
+"""The ``reason`` of an answer that corrects the question's contradicted premise (type C)."""
 
 
 def _done(
@@ -78,11 +81,15 @@ def answer_events(
     settings: Settings,
     file_lines: Callable[[str], int | None],
     history: Sequence[dict[str, str]] = (),
+    git: chronicle.GitFacts | None = None,
 ) -> Iterator[Event]:
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
-    turns of the session as chat messages, the most recent of which go into the prompt."""
+    turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
+    given for who/when questions, answers them from the repository's history instead."""
     lang = language(query)
-    verdict = refusal.screen(query, lang) or refusal.gate(query, hits, lang, settings.gate())
+    # a who/when question is gated on what it asks about, not on "who changed it last month"
+    about = window.subject(query) if git is not None else query
+    verdict = refusal.screen(query, lang) or refusal.gate(about, hits, lang, settings.gate())
     if verdict is not None:  # decided by rules: the model is never asked
         yield _done(
             verdict.answer,
@@ -94,6 +101,21 @@ def answer_events(
             reason=verdict.reason,
             clarify=verdict.clarify,
         )
+        return
+    if fixed := premise.correct(query, hits, lang):
+        cited = check(
+            fixed, [(h["file"], h["start_line"], h["end_line"]) for h in hits], file_lines
+        )
+        if cited.valid:
+            yield _done(cited.text, cited.valid, False, 0, 0, backend.name, reason=PREMISE)
+            return
+    if git is not None and git.units:
+        text = chronicle.compose(git.units, git.history, git.window, lang)
+        units = [(u["file"], u["start_line"], u["end_line"]) for u in git.units]
+        checked = check(text, units, file_lines)
+        known = bool(git.history.get("has_history"))
+        reason = "" if known else chronicle.NO_HISTORY
+        yield _done(checked.text, checked.valid, not known, 0, 0, backend.name, reason=reason)
         return
     snippets = [Snippet.from_hit(h) for h in hits[: settings.context_units]]
     budget = int(backend.window * BUDGET_SHARE)
@@ -120,6 +142,7 @@ def answer_events(
         prompt = backend.render(messages)
         prompt.context = shown
         prompt.lang = lang
+        prompt.query = query
         input_tokens += prompt.tokens
         yield Event(
             "prompt",

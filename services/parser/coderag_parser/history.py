@@ -1,0 +1,142 @@
+"""Git history over line ranges (X7): the last commit that touched a range (``git blame -L``) and
+the commits that changed it, optionally within a time window (``git log -L``), each with its
+short hash, author, author date, subject and the line ranges its diff changed."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import git
+from fastapi import APIRouter
+
+from coderag.deps import CatalogDep, SettingsDep, UserDep
+from coderag.errors import InvalidInput
+from coderag.schemas import HistoryRequest, HistoryResponse, RangeHistory
+from coderag_parser.gitsync import CLONES_DIR
+
+MAX_LOG = 20
+"""Most commits reported per range."""
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.M)
+_ERRORS = (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError)
+
+
+def _iso(stamp: int) -> str:
+    return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def has_history(root: Path) -> bool:
+    """Whether ``root`` is a git work tree with at least one commit."""
+    try:
+        return git.Repo(root, search_parent_directories=False).head.is_valid()
+    except _ERRORS:
+        return False
+
+
+def last_commit(root: Path, path: str, start: int, end: int) -> dict[str, str] | None:
+    """The newest commit among those that last touched lines ``start..end`` of ``path`` (by
+    committer time); None when the lines are uncommitted or the file has no history."""
+    try:
+        out = git.Repo(root).git.blame("--line-porcelain", "-w", "-L", f"{start},{end}", "--", path)
+    except _ERRORS:
+        return None
+    commits: dict[str, dict[str, Any]] = {}
+    sha = ""
+    for line in out.splitlines():
+        head, _, rest = line.partition(" ")
+        if len(head) == 40 and all(c in "0123456789abcdef" for c in head):
+            sha = head
+            commits.setdefault(sha, {"commit": sha})
+        elif sha and head in ("author", "author-time", "committer-time", "summary"):
+            commits[sha][head] = rest
+    real = [c for c in commits.values() if set(c["commit"]) != {"0"} and "committer-time" in c]
+    if not real:
+        return None
+    newest = max(real, key=lambda c: int(c["committer-time"]))
+    return {
+        "commit": newest["commit"][:7],
+        "author": newest.get("author", ""),
+        "date": _iso(int(newest.get("author-time", newest["committer-time"]))),
+        "summary": newest.get("summary", ""),
+    }
+
+
+def changes(
+    root: Path,
+    path: str,
+    start: int,
+    end: int,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """Commits that changed lines ``start..end`` of ``path`` (as they are now), newest first, whose
+    author date lies in ``[since, until)``; each with the ranges its diff changed there."""
+    args = [f"-L{start},{end}:{path}", "--format=%x1e%H%x1f%an%x1f%at%x1f%s", f"-n{MAX_LOG * 5}"]
+    if since is not None:  # committer date >= author date, so this only narrows the walk
+        args.append(f"--since={int(since.timestamp())}")
+    try:
+        out = git.Repo(root).git.log(*args)
+    except _ERRORS:
+        return []
+    found = []
+    for record in out.split("\x1e")[1:]:
+        head, _, diff = record.partition("\n")
+        sha, author, stamp, subject = ([*head.split("\x1f"), "", "", "0", ""])[:4]
+        when = datetime.fromtimestamp(int(stamp), UTC)
+        if (since is not None and when < since) or (until is not None and when >= until):
+            continue
+        ranges = [
+            [int(m.group(1)), int(m.group(1)) + max(int(m.group(2) or 1), 1) - 1]
+            for m in _HUNK.finditer(diff)
+        ]
+        found.append(
+            {
+                "commit": sha[:7],
+                "author": author,
+                "date": _iso(int(stamp)),
+                "summary": subject,
+                "ranges": ranges,
+            }
+        )
+        if len(found) >= MAX_LOG:
+            break
+    return found
+
+
+router = APIRouter(tags=["history"])
+
+
+def _when(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidInput(f"{name} must be an ISO 8601 date such as 2026-10-01T00:00:00Z") from exc
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+
+
+@router.post("/repos/{name}/history")
+def history(
+    name: str, body: HistoryRequest, catalog: CatalogDep, settings: SettingsDep, _user: UserDep
+) -> HistoryResponse:
+    """Last commit of each range and, with ``log``, the commits that changed it in the window."""
+    repo = catalog.get_repo(name)
+    since, until = _when(body.since, "since"), _when(body.until, "until")
+    root = Path(repo.path) if repo.path else settings.data_dir / CLONES_DIR / name
+    if not has_history(root):
+        return HistoryResponse(repo=name, has_history=False, ranges=[])
+    out = []
+    for r in body.ranges:
+        log = changes(root, r.file, r.start_line, r.end_line, since, until) if body.log else []
+        out.append(
+            RangeHistory(
+                **r.model_dump(),
+                last=last_commit(root, r.file, r.start_line, r.end_line),
+                changes=log,
+            )
+        )
+    return HistoryResponse(repo=name, has_history=True, ranges=out)
