@@ -9,6 +9,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 
 from coderag import api as platform
+from coderag import mcp_http, metrics, web
+from coderag.audit_http import AuditMiddleware
 from coderag.errors import install_handlers
 
 SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever", "coderag_generator")
@@ -24,6 +26,7 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
         async with AsyncExitStack() as stack:
             for module in modules:
                 await stack.enter_async_context(module.lifespan(app))
+            await stack.enter_async_context(mcp_lifespan())
             yield
 
     app = FastAPI(
@@ -34,6 +37,10 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     )
     install_handlers(app)
     app.include_router(platform.router)
+    app.include_router(web.router)
+    mcp_lifespan = mcp_http.install(app)
+    metrics.install(app)
+    app.add_middleware(AuditMiddleware)
     for module in modules:
         app.include_router(module.router)
     return app

@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     retriever_url: str | None = Field(
         None, description="Retriever base URL for the generator (compose); unset means in-process."
     )
+    api_url: str | None = Field(
+        None,
+        description="Base URL of the whole API (the compose gateway) for /mcp's tools; unset means "
+        "in-process.",
+    )
     api_tokens: str = Field(
         "",
         description="Comma-separated `user:token` pairs; when set every endpoint but /health "

@@ -12,6 +12,7 @@ from coderag.errors import Conflict, InvalidInput
 from coderag.queue import enqueue
 from coderag.schemas import RepoCreate, RepoOut
 from coderag.store import get_catalog, get_vectors
+from coderag_parser.health import router as health_router
 from coderag_parser.symbols import router as symbols_router
 from coderag_parser.webhooks import router as webhooks_router
 
@@ -87,3 +88,4 @@ def delete_repo(name: str, catalog: CatalogDep, settings: SettingsDep, _user: Us
 
 router.include_router(webhooks_router)
 router.include_router(symbols_router)
+router.include_router(health_router)
