@@ -35,7 +35,7 @@ def child_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def live_server(data_dir: Path, timeout: float = 180, **extra: str) -> Iterator[str]:
+def live_server(data_dir: Path, timeout: float = 900, **extra: str) -> Iterator[str]:
     """Start the all-in-one server; yields its base URL; stops it on exit."""
     port = free_port()
     log = open(data_dir.parent / f"server-{port}.log", "wb")  # noqa: SIM115

@@ -116,14 +116,16 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
     mcp = MCPServer("coderag", instructions=INSTRUCTIONS, version="0.1.0")
 
     @mcp.tool()
-    async def list_repos(ctx: Context) -> list[dict]:
+    async def list_repos(ctx: Context) -> list[dict[str, Any]]:
         """Indexed repositories with status, files, units and last commit."""
         repos = await tools.call(ctx, "list_repos", "", "", "GET", "/repos")
         keys = ("name", "status", "files", "units", "skipped", "commit", "indexed_at", "progress")
         return [{k: r.get(k) for k in keys} for r in repos]
 
     @mcp.tool()
-    async def search_code(query: str, repo: str, ctx: Context, top_k: int = 10) -> list[dict]:
+    async def search_code(
+        query: str, repo: str, ctx: Context, top_k: int = 10
+    ) -> list[dict[str, Any]]:
         """Best functions, methods and classes for a query (English or Chinese), each naming its
         FILE:start-end range, symbol, kind and language."""
         body = await tools.call(
@@ -150,7 +152,9 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
         return [{"range": _range(h), **{k: h.get(k) for k in keys}} for h in body["results"]]
 
     @mcp.tool()
-    async def ask(query: str, repo: str, ctx: Context, session_id: str | None = None) -> dict:
+    async def ask(
+        query: str, repo: str, ctx: Context, session_id: str | None = None
+    ) -> dict[str, Any]:
         """Answer a question about the repository with checked FILE:start-end citations, or refuse
         when the indexed code does not contain it; reuse session_id for follow-up questions."""
         payload = {"query": query, "repo": repo, "session_id": session_id}
@@ -161,7 +165,7 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
     @mcp.tool()
     async def read_range(
         repo: str, file: str, ctx: Context, start_line: int = 1, end_line: int | None = None
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Lines start_line-end_line of an indexed file (as search_code names it), numbered."""
         params: dict[str, Any] = {"path": file, "start": start_line}
         if end_line is not None:
@@ -182,7 +186,7 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
     @mcp.tool()
     async def symbols(
         repo: str, ctx: Context, prefix: str = "", kind: str | None = None, limit: int = 50
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """Definitions whose name starts with prefix, with FILE:start-end, references, tested."""
         params: dict[str, Any] = {"q": prefix, "limit": limit}
         if kind:
@@ -192,7 +196,7 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
         )
         return [{"range": _range(r), **r} for r in rows]
 
-    async def graph(ctx: Context, tool: str, repo: str, symbol: str, side: str) -> dict:
+    async def graph(ctx: Context, tool: str, repo: str, symbol: str, side: str) -> dict[str, Any]:
         body = await tools.call(
             ctx, tool, repo, symbol, "GET", f"/repos/{repo}/calls", params={"symbol": symbol}
         )
@@ -202,12 +206,12 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
         }
 
     @mcp.tool()
-    async def callers(repo: str, symbol: str, ctx: Context) -> dict:
+    async def callers(repo: str, symbol: str, ctx: Context) -> dict[str, Any]:
         """Units that call the qualified symbol (e.g. Service.process), with FILE:start-end."""
         return await graph(ctx, "callers", repo, symbol, "callers")
 
     @mcp.tool()
-    async def callees(repo: str, symbol: str, ctx: Context) -> dict:
+    async def callees(repo: str, symbol: str, ctx: Context) -> dict[str, Any]:
         """Units the qualified symbol calls, with FILE:start-end."""
         return await graph(ctx, "callees", repo, symbol, "callees")
 
