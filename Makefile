@@ -9,7 +9,7 @@ REPO ?= .
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test lint bench redis
+.PHONY: install run test lint bench redis browser
 
 install: $(STAMP)
 
@@ -29,7 +29,10 @@ run: install
 redis:
 	@command -v redis-server >/dev/null || (apt-get update -q && apt-get install -y -q redis-server)
 
-test: install redis
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || (apt-get update -q && apt-get install -y -q chromium chromium-driver fonts-wqy-microhei)
+
+test: install redis browser
 	$(PY) -m pytest -q
 
 lint: install

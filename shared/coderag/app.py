@@ -9,7 +9,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 
 from coderag import api as platform
-from coderag import docs
+from coderag import docs, mcp_http, metrics, web
+from coderag.audit_http import AuditMiddleware
 from coderag.errors import install_handlers
 from coderag.hosts import HostCheckMiddleware
 from coderag.limits import BodyLimitMiddleware
@@ -30,6 +31,7 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
         async with AsyncExitStack() as stack:
             for module in modules:
                 await stack.enter_async_context(module.lifespan(app))
+            await stack.enter_async_context(mcp_lifespan())
             yield
 
     app = FastAPI(
@@ -46,6 +48,10 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     app.add_middleware(HostCheckMiddleware)
     app.include_router(platform.router, responses=errors(400))
     app.include_router(docs.router)
+    app.include_router(web.router)
+    mcp_lifespan = mcp_http.install(app)
+    metrics.install(app)
+    app.add_middleware(AuditMiddleware)
     for module in modules:
         app.include_router(module.router, responses=errors(*COMMON))
     return app

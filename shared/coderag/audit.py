@@ -1,12 +1,14 @@
-"""The audit log: one row per /search and /ask, exported as CSV over HTTP and the CLI."""
+"""The audit log: one row per /search, /ask, /retrieve and MCP call, exported as CSV over HTTP and
+the CLI."""
 
 from __future__ import annotations
 
+import contextvars
 import csv
 import io
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from coderag.errors import InvalidInput
@@ -35,6 +37,13 @@ def safe_cell(value: object) -> object:
     if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
+current_call: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "coderag_audit_call", default=None
+)
+"""Set per HTTP request by ``audit_http``; ``record`` marks it, so no request is logged twice."""
+
+observers: list[Callable[[str, str, float], None]] = []
+"""Called as observer(endpoint, status, response_ms) for every row written (metrics)."""
 
 
 def record(
@@ -69,6 +78,10 @@ def record(
         )
 
     catalog.db.write(insert)
+    if (call := current_call.get()) is not None:
+        call["recorded"] = True
+    for observe in observers:
+        observe(endpoint, status, response_ms)
 
 
 def parse_time(value: str | None, name: str) -> str | None:

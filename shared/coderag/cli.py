@@ -1,4 +1,5 @@
-"""``coderag`` command line: index, search, ask, serve, worker, export-audit, settings."""
+"""``coderag`` command line: index, search, ask, serve, worker, export-audit, settings; repos,
+reindex, health and mcp (``commands.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+from coderag.commands import add_commands
 from coderag.settings import get_settings, markdown_table
 
 
@@ -292,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=func.__doc__, add_help=False)
         s.add_argument("rest", nargs=argparse.REMAINDER, help="options; see --help")
         s.set_defaults(func=func)
+    add_commands(sub)
     s = sub.add_parser("settings", help=cmd_settings.__doc__)
     s.set_defaults(func=cmd_settings)
     return p

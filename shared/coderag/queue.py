@@ -35,6 +35,8 @@ JOB_TIMEOUT_S = 6 * 3600
 
 JOB_KEY = "coderag:job:{}"
 """Redis key holding the id of a repository's latest queued job."""
+OUTCOMES = {"done": 0, "failed": 0}
+"""In-process jobs finished so far, by outcome (for /metrics)."""
 
 _local = threading.local()
 
@@ -75,7 +77,9 @@ class _InProcess:
             job, payload = self.jobs.get()
             try:
                 run_now(job, payload)
+                OUTCOMES["done"] += 1
             except Exception:
+                OUTCOMES["failed"] += 1
                 log.exception("job %s failed", job)
             finally:
                 self.jobs.task_done()
@@ -120,6 +124,11 @@ def enqueue(job: str, payload: dict[str, Any], settings: Settings | None = None)
         return rq_job.id
     _in_process().jobs.put((job, payload))
     return "local-" + uuid.uuid4().hex
+
+
+def pending() -> int:
+    """Jobs waiting in the in-process queue."""
+    return _worker.jobs.qsize() if _worker is not None else 0
 
 
 def drain() -> None:

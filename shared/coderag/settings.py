@@ -58,6 +58,11 @@ class Settings(BaseSettings):
         description="Parser base URL for the generator's git history calls (compose); unset "
         "means in-process.",
     )
+    api_url: str | None = Field(
+        None,
+        description="Base URL of the whole API (the compose gateway) for /mcp's tools; unset means "
+        "in-process.",
+    )
     api_tokens: str = Field(
         "",
         description="Comma-separated `user:token:role` entries, role `admin` (may also register, "

@@ -17,6 +17,7 @@ from coderag.schemas import RepoCreate, RepoOut, RepoStatus
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag_parser import sources
+from coderag_parser.health import router as health_router
 from coderag_parser.history import router as history_router
 from coderag_parser.symbols import router as symbols_router
 from coderag_parser.webhooks import router as webhooks_router
@@ -102,3 +103,4 @@ def delete_repo(
 router.include_router(webhooks_router)
 router.include_router(symbols_router)
 router.include_router(history_router)
+router.include_router(health_router)

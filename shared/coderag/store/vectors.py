@@ -172,6 +172,14 @@ class VectorStore:
         col = self._collection(repo, create=False, space=space)
         return 0 if col is None else col.count()
 
+    def dimension(self, repo: str, space: str = "vector") -> int | None:
+        """Length of the repository's vectors in one space, or None when it has none."""
+        col = self._collection(repo, create=False, space=space)
+        if col is None:
+            return None
+        got = col.get(limit=1, include=["embeddings"])["embeddings"]
+        return None if got is None or len(got) == 0 else len(got[0])
+
     def drop(self, repo: str, space: str | None = None, registration: str | None = None) -> None:
         """Delete a repository's collections in one space or in every space: those of one
         registration when given, else those of every registration of the name (a deleted

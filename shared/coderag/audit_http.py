@@ -1,0 +1,104 @@
+"""Audit rows for the calls an endpoint could not log itself: bad input, auth failures, crashes,
+aborted streams, and /retrieve. An endpoint that writes its own row (with files and tokens) marks
+the request through ``audit.current_call``, so no call is logged twice."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from coderag import audit
+from coderag.deps import current_user
+from coderag.errors import Unauthorized
+from coderag.settings import get_settings
+from coderag.store import get_catalog
+
+AUDITED = {"/search": "search", "/ask": "ask", "/retrieve": "retrieve"}
+"""Paths whose every POST writes a row, and the endpoint name in the log."""
+
+MAX_QUERY_CHARS = 4000
+"""Longest query text stored for a rejected request."""
+
+
+def _user(headers: dict[str, str]) -> str:
+    try:
+        return current_user(get_settings(), headers.get("authorization"), headers.get("x-user"))
+    except Unauthorized:
+        return "unauthenticated"
+
+
+def _fields(body: bytes) -> tuple[str, str]:
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError:
+        return "", ""
+    if not isinstance(data, dict):
+        return "", ""
+    repo, query = data.get("repo"), data.get("query")
+    return (repo if isinstance(repo, str) else "")[:64], (query if isinstance(query, str) else "")[
+        :MAX_QUERY_CHARS
+    ]
+
+
+def _files(body: bytes) -> list[str]:
+    try:
+        results = json.loads(body).get("results", [])
+        return list(dict.fromkeys(r["file"] for r in results))
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return []
+
+
+class AuditMiddleware:
+    """Writes the row of an audited request that reached its end without one."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = AUDITED.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if endpoint is None or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        request_body, response_body = bytearray(), bytearray()
+        status = {"code": 500}
+
+        async def receive_body() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                request_body.extend(message.get("body", b""))
+            return message
+
+        async def send_status(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            elif message["type"] == "http.response.body" and endpoint == "retrieve":
+                response_body.extend(message.get("body", b""))
+            await send(message)
+
+        call = {"recorded": False}
+        token = audit.current_call.set(call)
+        try:
+            await self.app(scope, receive_body, send_status)
+        finally:
+            audit.current_call.reset(token)
+            if not call["recorded"]:
+                code = status["code"]
+                outcome = "ok" if code < 400 else f"error {code}"
+                if code < 400 and endpoint == "ask":
+                    outcome = "aborted"  # the stream ended before its done event
+                repo, query = _fields(bytes(request_body))
+                headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+                audit.record(
+                    get_catalog(),
+                    user=_user(headers),
+                    endpoint=endpoint,
+                    repo=repo,
+                    query=query,
+                    files=_files(bytes(response_body)) if code < 400 else [],
+                    input_tokens=0,
+                    response_ms=(time.perf_counter() - start) * 1000,
+                    status=outcome,
+                )

@@ -1,0 +1,131 @@
+"""The CLI's repository and agent commands: ``repos``, ``reindex``, ``health`` and ``mcp``, each
+with ``--json`` where a script reads the output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from coderag.settings import get_settings
+
+
+def _emit(args: argparse.Namespace, data: Any, lines: list[str]) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        print("\n".join(lines))
+
+
+def cmd_repos(args: argparse.Namespace) -> int:
+    """List the repositories with status, files, units and last commit."""
+    from coderag.store import get_catalog
+
+    repos = get_catalog().list_repos()
+    lines = [
+        f"{r.name:<24} {r.status:<9} {r.files:>6} files {r.units:>7} units "
+        f"{r.skipped:>5} skipped  {(r.commit or '-')[:12]}  {r.path or r.url or ''}"
+        for r in repos
+    ]
+    _emit(args, [r.model_dump() for r in repos], lines or ["no repositories"])
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Reindex a registered repository: now, or on the rq queue with REDIS_URL set."""
+    from coderag.queue import enqueue, run_now
+    from coderag.store import get_catalog
+
+    catalog = get_catalog()
+    catalog.get_repo(args.name)
+    job, payload = "coderag_parser.tasks.index_repo", {"repo": args.name}
+    if get_settings().redis_url:
+        job_id = enqueue(job, payload)
+        _emit(args, {"name": args.name, "queued": job_id}, [f"{args.name}: queued as {job_id}"])
+        return 0
+    run_now(job, payload)
+    repo = catalog.get_repo(args.name)
+    line = (
+        f"{repo.name}: {repo.status}, {repo.files} files, {repo.units} units, "
+        f"commit {repo.commit or '-'}" + (f", error: {repo.error}" if repo.error else "")
+    )
+    _emit(args, repo.model_dump(), [line])
+    return 0 if repo.status == "ready" else 1
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """Health report of a repository: units against vectors per encoder, files, skip reasons,
+    indexed commit against HEAD; exit 1 when it finds a problem."""
+    from coderag.store import get_catalog
+    from coderag_parser.health import report
+
+    h = report(get_catalog(), get_settings(), args.name)
+    lines = [
+        f"{h.repo}: {h.status}, {h.files} files, {h.units} units "
+        f"(mean {h.mean_unit_lines} lines, {h.mean_unit_chars} chars, {h.empty_units} empty)",
+        *(
+            f"  {e.space:<8} {e.encoder}: {e.vectors} vectors, dimension {e.dimension}"
+            f"{'' if e.agrees else '  MISMATCH'}"
+            for e in h.encoders
+        ),
+        f"  skipped {h.skipped_total}: "
+        + (", ".join(f"{k} {v}" for k, v in h.skipped.items()) or "none"),
+        f"  indexed {h.indexed_commit or '-'}, HEAD {h.head_commit or '-'}"
+        + ("" if h.up_to_date else "  (behind)"),
+        *(f"  problem: {p}" for p in h.problems),
+    ]
+    _emit(args, h.model_dump(), lines)
+    return 1 if h.problems else 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the MCP tools over stdio, for an editor or a terminal coding agent."""
+    import anyio
+    import httpx
+
+    from coderag import mcp_server
+
+    if args.token:
+        mcp_server.STDIO_IDENTITY["authorization"] = f"Bearer {args.token}"
+    mcp_server.STDIO_IDENTITY["x-user"] = args.user or mcp_server.stdio_user()
+    if args.url:
+        server = mcp_server.build_server(
+            lambda: httpx.AsyncClient(base_url=args.url, timeout=600), local_audit=False
+        )
+        anyio.run(server.run_stdio_async)
+        return 0
+    from coderag.app import create_app
+
+    app = create_app()
+    server = mcp_server.build_server(
+        lambda: httpx.AsyncClient(
+            base_url="http://coderag.local", transport=httpx.ASGITransport(app=app), timeout=600
+        )
+    )
+
+    async def serve() -> None:
+        async with app.router.lifespan_context(app):
+            await server.run_stdio_async()
+
+    anyio.run(serve)
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Add this module's subcommands to the CLI's subparsers."""
+    s = sub.add_parser("repos", help=cmd_repos.__doc__)
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_repos)
+    s = sub.add_parser("reindex", help=cmd_reindex.__doc__)
+    s.add_argument("name")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_reindex)
+    s = sub.add_parser("health", help=cmd_health.__doc__)
+    s.add_argument("name")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_health)
+    s = sub.add_parser("mcp", help=cmd_mcp.__doc__)
+    s.add_argument("--url", help="a running coderag server (default: this data directory)")
+    s.add_argument("--token", help="API token for that server (CODERAG_API_TOKENS)")
+    s.add_argument("--user", help="user name for the audit log (default: stdio-<OS user>)")
+    s.set_defaults(func=cmd_mcp)

@@ -1,0 +1,84 @@
+"""/mcp on the server: the MCP server's streamable HTTP endpoint behind coderag's own tokens."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from fastapi import FastAPI
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from coderag.deps import current_user
+from coderag.errors import Unauthorized
+from coderag.mcp_server import build_server
+from coderag.settings import get_settings
+
+MCP_PATH = "/mcp"
+"""Where the streamable HTTP transport is served."""
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class _TokenGate:
+    """Refuses /mcp requests without a valid token (when tokens are configured), as a 401."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        try:
+            current_user(get_settings(), headers.get("authorization"), headers.get("x-user"))
+        except Unauthorized as exc:
+            body = json.dumps({"detail": exc.detail}).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+def install(app: FastAPI):
+    """Add /mcp to ``app``; returns the lifespan that runs its session manager."""
+    settings = get_settings()
+
+    def client() -> httpx.AsyncClient:
+        if settings.api_url:
+            return httpx.AsyncClient(base_url=settings.api_url, timeout=600)
+        return httpx.AsyncClient(
+            base_url="http://coderag.local", transport=httpx.ASGITransport(app=app), timeout=600
+        )
+
+    server = build_server(client)
+    # DNS-rebinding protection only where it means something: a server on loopback.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if settings.host in LOOPBACK:
+        security = None
+    starlette_app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=security,
+        host=settings.host,
+    )
+    for route in starlette_app.routes:
+        if isinstance(route, Route) and route.path == MCP_PATH:
+            app.router.routes.append(
+                Route(MCP_PATH, _TokenGate(route.endpoint), methods=route.methods)
+            )
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            yield
+
+    return lifespan

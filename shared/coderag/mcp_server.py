@@ -1,0 +1,226 @@
+"""The MCP server for coding agents: tools over the HTTP contract, served as streamable HTTP at
+/mcp on the same server and over stdio by ``coderag mcp``.
+
+Each tool calls the contract's endpoints through an httpx client: in-process (ASGI transport into
+the app) or over HTTP to ``CODERAG_API_URL`` (compose, or a remote server). So a tool sees exactly
+what the HTTP API grants that caller: the same tokens, repository checks and audit rows; each tool
+call also writes its own ``mcp/<tool>`` audit row."""
+
+from __future__ import annotations
+
+import getpass
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from coderag import audit
+from coderag.deps import current_user
+from coderag.errors import Unauthorized
+from coderag.settings import get_settings
+from coderag.store import get_catalog
+
+ClientFactory = Callable[[], httpx.AsyncClient]
+"""Makes the client a tool call uses; its base URL is the coderag API."""
+
+INSTRUCTIONS = (
+    "coderag answers questions about indexed code bases with checked FILE:start-end citations. "
+    "list_repos names the repositories; search_code finds functions and classes; read_range "
+    "reads lines of an indexed file; ask answers in English or Chinese, citing its sources."
+)
+"""What the server tells an agent about itself."""
+
+
+def _range(hit: dict[str, Any]) -> str:
+    return f"{hit['file']}:{hit['start_line']}-{hit['end_line']}"
+
+
+class Tools:
+    """The tool bodies; ``identity`` gives (headers to forward, user) for the current call."""
+
+    def __init__(self, client: ClientFactory, local_audit: bool) -> None:
+        self.client = client
+        self.local_audit = local_audit
+
+    async def call(
+        self,
+        ctx: Context | None,
+        tool: str,
+        repo: str,
+        query: str,
+        method: str,
+        path: str,
+        **kw: Any,
+    ) -> Any:
+        """One API request on the caller's behalf, audited as ``mcp/<tool>``; errors → ToolError."""
+        headers, user = identity(ctx)
+        start = time.perf_counter()
+        status, files = "ok", []
+        try:
+            async with self.client() as http:
+                r = await http.request(method, path, headers=headers, **kw)
+            if r.status_code >= 400:
+                status = f"error {r.status_code}"
+                detail = r.json().get("detail", r.text) if r.content else r.reason_phrase
+                raise ToolError(f"{r.status_code}: {detail}")
+            body = r.json() if r.content else None
+            files = _files(body)
+            if isinstance(body, dict) and body.get("refused"):
+                status = "refused"
+            return body
+        except httpx.HTTPError as exc:
+            status = "error unreachable"
+            raise ToolError(f"coderag API unreachable: {exc}") from exc
+        finally:
+            if self.local_audit:
+                audit.record(
+                    get_catalog(),
+                    user=user,
+                    endpoint=f"mcp/{tool}",
+                    repo=repo,
+                    query=query,
+                    files=files,
+                    input_tokens=0,
+                    response_ms=(time.perf_counter() - start) * 1000,
+                    status=status,
+                )
+
+
+def _files(body: Any) -> list[str]:
+    items = body.get("results") or body.get("citations") or [] if isinstance(body, dict) else []
+    return list(dict.fromkeys(i["file"] for i in items if isinstance(i, dict) and "file" in i))
+
+
+def identity(ctx: Context | None) -> tuple[dict[str, str], str]:
+    """Headers to forward (bearer token, X-User) and the user name for the MCP audit row: over
+    HTTP the caller's own, over stdio those given to ``coderag mcp``."""
+    incoming = (ctx.headers if ctx is not None else None) or STDIO_IDENTITY
+    headers = {k: v for k in ("authorization", "x-user") if (v := incoming.get(k))}
+    try:
+        user = current_user(get_settings(), headers.get("authorization"), headers.get("x-user"))
+    except Unauthorized:
+        user = "unauthenticated"
+    return headers, user
+
+
+STDIO_IDENTITY: dict[str, str] = {}
+"""Headers a stdio server forwards (``coderag mcp --token/--user`` sets them)."""
+
+
+def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
+    """The MCP server with coderag's tools."""
+    tools = Tools(client, local_audit)
+    mcp = MCPServer("coderag", instructions=INSTRUCTIONS, version="0.1.0")
+
+    @mcp.tool()
+    async def list_repos(ctx: Context) -> list[dict[str, Any]]:
+        """Indexed repositories with status, files, units and last commit."""
+        repos = await tools.call(ctx, "list_repos", "", "", "GET", "/repos")
+        keys = ("name", "status", "files", "units", "skipped", "commit", "indexed_at", "progress")
+        return [{k: r.get(k) for k in keys} for r in repos]
+
+    @mcp.tool()
+    async def search_code(
+        query: str, repo: str, ctx: Context, top_k: int = 10
+    ) -> list[dict[str, Any]]:
+        """Best functions, methods and classes for a query (English or Chinese), each naming its
+        FILE:start-end range, symbol, kind and language."""
+        body = await tools.call(
+            ctx,
+            "search_code",
+            repo,
+            query,
+            "POST",
+            "/search",
+            json={"query": query, "repo": repo, "top_k": top_k},
+        )
+        keys = (
+            "file",
+            "start_line",
+            "end_line",
+            "symbol",
+            "kind",
+            "language",
+            "score",
+            "signature",
+            "last_commit",
+            "last_author",
+        )
+        return [{"range": _range(h), **{k: h.get(k) for k in keys}} for h in body["results"]]
+
+    @mcp.tool()
+    async def ask(
+        query: str, repo: str, ctx: Context, session_id: str | None = None
+    ) -> dict[str, Any]:
+        """Answer a question about the repository with checked FILE:start-end citations, or refuse
+        when the indexed code does not contain it; reuse session_id for follow-up questions."""
+        payload = {"query": query, "repo": repo, "session_id": session_id}
+        body = await tools.call(ctx, "ask", repo, query, "POST", "/ask", json=payload)
+        keys = ("answer", "citations", "refused", "reason", "session_id", "took_ms")
+        return {k: body.get(k) for k in keys}
+
+    @mcp.tool()
+    async def read_range(
+        repo: str, file: str, ctx: Context, start_line: int = 1, end_line: int | None = None
+    ) -> dict[str, Any]:
+        """Lines start_line-end_line of an indexed file (as search_code names it), numbered."""
+        params: dict[str, Any] = {"path": file, "start": start_line}
+        if end_line is not None:
+            params["end"] = end_line
+        body = await tools.call(
+            ctx, "read_range", repo, file, "GET", f"/repos/{repo}/file", params=params
+        )
+        numbered = "\n".join(
+            f"{n:>5}  {line}" for n, line in enumerate(body["lines"], body["start_line"])
+        )
+        return {
+            "range": _range({**body, "file": file}),
+            "total_lines": body["total_lines"],
+            "language": body["language"],
+            "text": numbered,
+        }
+
+    @mcp.tool()
+    async def symbols(
+        repo: str, ctx: Context, prefix: str = "", kind: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Definitions whose name starts with prefix, with FILE:start-end, references, tested."""
+        params: dict[str, Any] = {"q": prefix, "limit": limit}
+        if kind:
+            params["kind"] = kind
+        rows = await tools.call(
+            ctx, "symbols", repo, prefix, "GET", f"/repos/{repo}/symbols", params=params
+        )
+        return [{"range": _range(r), **r} for r in rows]
+
+    async def graph(ctx: Context, tool: str, repo: str, symbol: str, side: str) -> dict[str, Any]:
+        body = await tools.call(
+            ctx, tool, repo, symbol, "GET", f"/repos/{repo}/calls", params={"symbol": symbol}
+        )
+        return {
+            "unit": {"range": _range(body["unit"]), **body["unit"]},
+            side: [{"range": _range(u), **u} for u in body[side]],
+        }
+
+    @mcp.tool()
+    async def callers(repo: str, symbol: str, ctx: Context) -> dict[str, Any]:
+        """Units that call the qualified symbol (e.g. Service.process), with FILE:start-end."""
+        return await graph(ctx, "callers", repo, symbol, "callers")
+
+    @mcp.tool()
+    async def callees(repo: str, symbol: str, ctx: Context) -> dict[str, Any]:
+        """Units the qualified symbol calls, with FILE:start-end."""
+        return await graph(ctx, "callees", repo, symbol, "callees")
+
+    return mcp
+
+
+def stdio_user() -> str:
+    """The OS user, named in audit rows of a stdio server that was given no --user."""
+    try:
+        return "stdio-" + getpass.getuser()
+    except (KeyError, OSError):
+        return "stdio"

@@ -1,0 +1,249 @@
+// The coderag page: repositories, search, chat over server-sent events, and a file view.
+"use strict";
+const $ = (sel) => document.querySelector(sel);
+const state = { repos: [], session: newSessionId(), poll: null };
+
+function newSessionId() {
+  return "web-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 10);
+}
+
+function headers(json = true) {
+  const h = {};
+  if (json) h["Content-Type"] = "application/json";
+  const token = $("#token").value.trim();
+  if (token) h["Authorization"] = "Bearer " + token;
+  return h;
+}
+
+async function api(method, path, body) {
+  const r = await fetch(path, { method, headers: headers(body !== undefined),
+    body: body === undefined ? undefined : JSON.stringify(body) });
+  if (r.status === 204) return null;
+  const data = await r.json().catch(() => ({ detail: r.statusText }));
+  if (!r.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
+  return data;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else if (v !== null) e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c);
+  return e;
+}
+
+function currentRepo() { return $("#repo-select").value; }
+function repoInfo(name) { return state.repos.find((r) => r.name === name); }
+
+// ---- repositories ----
+async function loadRepos() {
+  try { state.repos = await api("GET", "/repos"); } catch (e) { $("#repo-msg").textContent = t("error", e.message); return; }
+  const rows = $("#repo-rows");
+  rows.replaceChildren();
+  if (!state.repos.length) rows.append(el("tr", {}, el("td", { colspan: "8" }, t("noRepos"))));
+  for (const r of state.repos) {
+    rows.append(el("tr", { "data-repo": r.name },
+      el("td", {}, r.name),
+      el("td", { class: "status-" + r.status, "data-status": r.status }, r.status + (r.error ? ": " + r.error : "")),
+      el("td", {}, r.progress || ""),
+      el("td", {}, String(r.files)), el("td", {}, String(r.units)), el("td", {}, String(r.skipped)),
+      el("td", { title: r.indexed_at || "" }, (r.commit || "-").slice(0, 10)),
+      el("td", {},
+        el("button", { type: "button", class: "reindex", onclick: () => reindex(r.name) }, t("reindex")), " ",
+        el("button", { type: "button", class: "danger delete", onclick: () => removeRepo(r.name) }, t("remove")))));
+  }
+  const select = $("#repo-select"), keep = select.value || new URLSearchParams(location.search).get("repo");
+  select.replaceChildren(...state.repos.map((r) => el("option", { value: r.name }, r.name)));
+  if (keep && repoInfo(keep)) select.value = keep;
+  const busy = state.repos.some((r) => r.status === "queued" || r.status === "indexing");
+  clearTimeout(state.poll);
+  if (busy) state.poll = setTimeout(loadRepos, 1500);
+}
+
+async function reindex(name) {
+  try { await api("POST", `/repos/${encodeURIComponent(name)}/reindex`); $("#repo-msg").textContent = t("reindexed", name); }
+  catch (e) { $("#repo-msg").textContent = t("error", e.message); }
+  loadRepos();
+}
+
+async function removeRepo(name) {
+  if (!confirm(t("confirmDelete", name))) return;
+  try { await api("DELETE", `/repos/${encodeURIComponent(name)}`); $("#repo-msg").textContent = t("deleted", name); }
+  catch (e) { $("#repo-msg").textContent = t("error", e.message); }
+  loadRepos();
+}
+
+$("#register").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = ev.target, source = f.source.value.trim();
+  const isUrl = /^(https?|ssh|file):\/\/|^git@/.test(source);
+  const body = { name: f.name.value.trim(), [isUrl ? "url" : "path"]: source };
+  try { await api("POST", "/repos", body); $("#repo-msg").textContent = t("registered", body.name); f.reset(); }
+  catch (e) { $("#repo-msg").textContent = t("error", e.message); }
+  await loadRepos();
+  $("#repo-select").value = body.name;
+});
+
+// ---- search ----
+function fileLink(repo, file, start, end, label) {
+  const params = new URLSearchParams({ repo, file, start, end });
+  return el("a", { href: "/?" + params, class: "file-link", "data-file": file, "data-start": start, "data-end": end,
+    onclick: (ev) => { ev.preventDefault(); openFile(repo, file, start, end); } }, label || `${file}:${start}-${end}`);
+}
+
+async function search(q, push = true) {
+  const repo = currentRepo();
+  if (!repo) { $("#search-msg").textContent = t("pickRepo"); return; }
+  if (push) history.pushState(null, "", "/?" + new URLSearchParams({ repo, q }));
+  $("#search-msg").textContent = "…";
+  const list = $("#results");
+  list.replaceChildren();
+  let data;
+  try { data = await api("POST", "/search", { query: q, repo, top_k: 10 }); }
+  catch (e) { $("#search-msg").textContent = t("error", e.message); return; }
+  $("#search-msg").textContent = data.results.length ? t("results", data.results.length, data.took_ms) : t("noResults");
+  for (const h of data.results) {
+    const pre = el("pre", { class: "code" });
+    list.append(el("li", { class: "hit" },
+      el("div", { class: "hit-head" }, fileLink(repo, h.file, h.start_line, h.end_line),
+        el("span", { class: "symbol" }, h.symbol),
+        el("span", { class: "meta" }, `${h.kind} · ${h.language}` + (h.last_commit ? ` · ${h.last_commit.slice(0, 8)}` : "") +
+          (h.last_author ? " · " + t("by", h.last_author) : ""))),
+      pre));
+    showSnippet(pre, repo, h);
+  }
+}
+
+async function showSnippet(pre, repo, h) {
+  const end = Math.min(h.end_line, h.start_line + 14);
+  try {
+    const r = await api("GET", `/repos/${encodeURIComponent(repo)}/file?` + new URLSearchParams({ path: h.file, start: h.start_line, end }));
+    renderCode(pre, r.lines, r.start_line, r.language);
+  } catch (e) { pre.textContent = e.message; }
+}
+
+$("#search-form").addEventListener("submit", (ev) => { ev.preventDefault(); search($("#q").value.trim()); });
+
+// ---- file view ----
+async function openFile(repo, file, start, end, push = true) {
+  start = Number(start); end = Number(end);
+  if (push) history.pushState(null, "", "/?" + new URLSearchParams({ repo, file, start, end }));
+  const dlg = $("#file-view"), pre = $("#file-code");
+  $("#file-title").textContent = `${repo}: ${file}:${start}-${end}`;
+  pre.textContent = "…";
+  if (!dlg.open) dlg.showModal();
+  let r;
+  try { r = await api("GET", `/repos/${encodeURIComponent(repo)}/file?` + new URLSearchParams({ path: file })); }
+  catch (e) { pre.textContent = e.message; return; }
+  renderCode(pre, r.lines, r.start_line, r.language, start, end);
+  $("#file-title").textContent = `${repo}: ${file}:${start}-${end} (${t("lines", start, end, r.total_lines)})`;
+  const editor = $("#file-editor");
+  editor.hidden = !r.local_path;
+  if (r.local_path) editor.href = "vscode://file" + encodeURI(r.local_path.startsWith("/") ? r.local_path : "/" + r.local_path) + ":" + start;
+  const target = document.getElementById("L" + start);
+  if (target) target.scrollIntoView({ block: "center" });
+  pre.focus();
+}
+
+$("#file-close").addEventListener("click", () => $("#file-view").close());
+$("#file-view").addEventListener("close", () => {
+  const p = new URLSearchParams(location.search);
+  if (p.has("file")) history.pushState(null, "", "/?" + new URLSearchParams(p.get("q") ? { repo: p.get("repo"), q: p.get("q") } : { repo: p.get("repo") }));
+});
+
+// ---- chat ----
+const CITATION = /(?:FILE:\s*)?([\w.\/@+-]+\.[\w]+|[\w.\/@+-]+):(\d+)-(\d+)/g;
+
+function renderAnswer(node, text, repo) {
+  node.replaceChildren();
+  let last = 0;
+  for (const m of text.matchAll(CITATION)) {
+    node.append(text.slice(last, m.index));
+    const info = repoInfo(repo);
+    node.append(fileLink(repo, m[1], m[2], m[3], m[0]));
+    if (info && info.path) {
+      const path = info.path.replace(/\/$/, "") + "/" + m[1];
+      node.append(" ", el("a", { href: "vscode://file" + encodeURI(path) + ":" + m[2], class: "editor-link", title: t("editor") }, "↗"));
+    }
+    last = m.index + m[0].length;
+  }
+  node.append(text.slice(last));
+}
+
+async function ask(question) {
+  const repo = currentRepo();
+  if (!repo) return;
+  const stages = el("ul", { class: "stages" }), answer = el("div", { class: "answer" });
+  const turn = el("div", { class: "turn" }, el("div", { class: "q" }, question), stages, answer);
+  $("#turns").append(turn);
+  const stage = (text, cls) => { const li = el("li", { class: cls }, text); stages.append(li); return li; };
+  let tokens = 0, tokenLine = null, streamed = "";
+  const r = await fetch("/ask", { method: "POST", headers: { ...headers(), Accept: "text/event-stream" },
+    body: JSON.stringify({ query: question, repo, session_id: state.session }) });
+  if (!r.ok) { const d = await r.json().catch(() => ({})); stage(t("error", d.detail || r.statusText), "error"); return; }
+  const reader = r.body.getReader(), decoder = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, cut); buf = buf.slice(cut + 2);
+      const name = (block.match(/^event: (.*)$/m) || [])[1];
+      const data = JSON.parse((block.match(/^data: (.*)$/m) || [, "{}"])[1]);
+      if (name === "retrieval") {
+        const li = stage(t("retrieval", data.results.length), "stage-retrieval");
+        const hits = el("ol", {});
+        for (const h of data.results.slice(0, 5)) hits.append(el("li", {}, fileLink(repo, h.file, h.start_line, h.end_line), " " + h.symbol));
+        li.append(hits);
+      } else if (name === "prompt") stage(t("prompt", data.input_tokens, data.window), "stage-prompt");
+      else if (name === "retry") { stage(t("retry"), "stage-retry"); streamed = ""; }
+      else if (name === "token") {
+        tokens += 1; streamed += data.text;
+        tokenLine = tokenLine || stage("", "stage-tokens");
+        tokenLine.textContent = t("tokens", tokens);
+        answer.textContent = streamed;
+      } else if (name === "done") {
+        stage(t("done", data.took_ms) + (data.refused ? " · " + t("refused") : ""), "stage-done");
+        answer.classList.toggle("refused", data.refused);
+        renderAnswer(answer, data.answer, repo);
+      } else if (name === "error") stage(t("error", data.detail), "error");
+    }
+  }
+  turn.scrollIntoView({ block: "nearest" });
+}
+
+$("#ask-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const q = $("#question").value.trim();
+  if (q) { $("#question").value = ""; ask(q); }
+});
+$("#question").addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); $("#ask-form").requestSubmit(); }
+});
+$("#new-session").addEventListener("click", () => { state.session = newSessionId(); $("#turns").replaceChildren(); });
+
+// ---- page ----
+$("#lang").addEventListener("click", () => {
+  LANG = LANG === "zh" ? "en" : "zh"; localStorage.setItem("coderag.lang", LANG); applyLang(); loadRepos();
+});
+$("#token").value = sessionStorage.getItem("coderag.token") || "";
+$("#token").addEventListener("change", () => { sessionStorage.setItem("coderag.token", $("#token").value); loadRepos(); });
+document.addEventListener("keydown", (ev) => {
+  const typing = /INPUT|TEXTAREA|SELECT/.test(document.activeElement.tagName);
+  if (ev.key === "/" && !typing) { ev.preventDefault(); $("#q").focus(); }
+});
+
+async function route() {
+  const p = new URLSearchParams(location.search);
+  if (p.get("repo") && repoInfo(p.get("repo"))) $("#repo-select").value = p.get("repo");
+  if (p.get("q")) { $("#q").value = p.get("q"); await search(p.get("q"), false); }
+  if (p.get("file")) openFile(p.get("repo"), p.get("file"), p.get("start") || 1, p.get("end") || p.get("start") || 1, false);
+  else if ($("#file-view").open) $("#file-view").close();
+}
+window.addEventListener("popstate", route);
+
+applyLang();
+loadRepos().then(route);

@@ -1,0 +1,70 @@
+"""A real ``coderag serve`` (uvicorn) in a subprocess on a free loopback port, for the browser and
+MCP tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The repository root (the subprocess runs from it)."""
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """This process's environment for a child coderag, with its own data directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CODERAG_", "REDIS_URL"))}
+    env["CODERAG_DATA_DIR"] = str(data_dir)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def live_server(data_dir: Path, timeout: float = 900, **extra: str) -> Iterator[str]:
+    """Start the all-in-one server; yields its base URL; stops it on exit."""
+    port = free_port()
+    log = open(data_dir.parent / f"server-{port}.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coderag.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=child_env(data_dir, **extra),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited: {Path(log.name).read_text()[-3000:]}")
+            try:
+                if httpx.get(base + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not answer /health in time")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

@@ -1,0 +1,177 @@
+"""The web page in a real headless Chromium against a real uvicorn on loopback: register a real
+git repository, wait for ready, search, open a result, ask, open a citation, in two widths."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.liveserver import ROOT, live_server
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver") or (
+    "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None
+)
+FIRST_HIT = "src/go/sample.go:10-16"
+"""The best unit for the test's query, as tests/test_api.py pins it."""
+SHOTS = ROOT / "docs" / "screenshots"
+"""Where the screenshots the README shows are written."""
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (CHROMIUM and CHROMEDRIVER),
+        reason="chromium and chromedriver are not installed "
+        "(make test installs them: apt-get install chromium chromium-driver)",
+    ),
+]
+
+
+@pytest.fixture
+def browser() -> Iterator:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--lang=en-US"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_window_size(1280, 900)
+    yield driver
+    driver.quit()
+
+
+def _wait(driver, css: str, timeout: float = 60, count: int = 1) -> list:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout).until(
+        lambda d: (found := d.find_elements(By.CSS_SELECTOR, css)) and len(found) >= count and found
+    )
+
+
+def _no_horizontal_scroll(driver) -> bool:
+    return driver.execute_script(
+        "return document.documentElement.scrollWidth <= window.innerWidth + 1"
+    )
+
+
+def test_register_search_open_ask_cite(
+    browser, sample_repo: Path, data_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, float] = {}
+    with live_server(data_dir) as base:
+        t0 = time.perf_counter()
+        browser.get(base + "/")
+        _wait(browser, "#repo-rows tr")
+        figures["page_load_ms"] = browser.execute_script(
+            "const n = performance.getEntriesByType('navigation')[0];"
+            "return n.loadEventEnd - n.startTime;"
+        )
+        assert "No repository yet" in browser.find_element(By.ID, "repo-rows").text
+
+        form = browser.find_element(By.ID, "register")
+        form.find_element(By.NAME, "name").send_keys("sample")
+        form.find_element(By.NAME, "source").send_keys(str(sample_repo), Keys.ENTER)
+        WebDriverWait(browser, 600, poll_frequency=1).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, "tr[data-repo=sample] [data-status=ready]")
+        )
+        row = browser.find_element(By.CSS_SELECTOR, "tr[data-repo=sample]").text
+        assert "ready" in row
+        assert browser.find_element(By.ID, "repo-select").get_attribute("value") == "sample"
+
+        query = "process an order and validate the user id"
+        t1 = time.perf_counter()
+        browser.find_element(By.ID, "q").send_keys(query, Keys.ENTER)
+        hits = _wait(browser, ".hit .code .ln")
+        figures["first_result_ms"] = (time.perf_counter() - t1) * 1000
+        first = browser.find_element(By.CSS_SELECTOR, ".hit .file-link")
+        assert first.text == FIRST_HIT
+        assert hits[0].get_attribute("data-n") == "10"
+        assert browser.find_elements(By.CSS_SELECTOR, ".hit .code .kw")  # highlighted
+        head = browser.find_element(By.CSS_SELECTOR, ".hit .hit-head").text
+        assert "(*Service).ProcessOrder" in head and "method" in head and "go" in head
+        assert "Ada" in head  # the last author of those lines
+        url = urlparse(browser.current_url)
+        assert parse_qs(url.query) == {"repo": ["sample"], "q": [query]}
+        browser.save_screenshot(str(SHOTS / "desktop-search.png"))
+
+        first.click()
+        _wait(browser, "#file-view[open] .ln.mark", count=7)
+        marked = browser.find_elements(By.CSS_SELECTOR, "#file-code .ln.mark")
+        assert [m.get_attribute("data-n") for m in marked] == [str(n) for n in range(10, 17)]
+        assert "func (s *Service) ProcessOrder" in marked[1].text
+        editor = browser.find_element(By.ID, "file-editor").get_attribute("href")
+        assert editor == f"vscode://file{sample_repo.resolve()}/src/go/sample.go:10"
+        browser.save_screenshot(str(SHOTS / "desktop-file.png"))
+        browser.find_element(By.ID, "file-code").send_keys(Keys.ESCAPE)
+        WebDriverWait(browser, 10).until(
+            lambda d: not d.find_element(By.ID, "file-view").get_attribute("open")
+        )
+
+        # The shared link shows the same results in a fresh page.
+        shared = base + "/?" + url.query
+        browser.get(shared)
+        _wait(browser, ".hit .file-link")
+        assert browser.find_element(By.CSS_SELECTOR, ".hit .file-link").text == FIRST_HIT
+
+        question = browser.find_element(By.ID, "question")
+        question.send_keys("How is an order created?", Keys.CONTROL, Keys.ENTER)
+        _wait(browser, ".turn .stage-done", timeout=120)
+        stages = [
+            e.get_attribute("class") for e in browser.find_elements(By.CSS_SELECTOR, ".stages > li")
+        ]
+        assert stages[:2] == ["stage-retrieval", "stage-prompt"] and "stage-tokens" in stages
+        assert browser.find_elements(By.CSS_SELECTOR, ".stage-retrieval ol li .file-link")
+        citations = browser.find_elements(By.CSS_SELECTOR, ".turn .answer .file-link")
+        assert citations, browser.find_element(By.CSS_SELECTOR, ".turn .answer").text
+        assert browser.find_elements(By.CSS_SELECTOR, ".turn .answer .editor-link")
+        file, start, end = (
+            citations[0].get_attribute(a) for a in ("data-file", "data-start", "data-end")
+        )
+
+        question.send_keys("and where is it validated?", Keys.CONTROL, Keys.ENTER)
+        _wait(browser, ".turn .stage-done", timeout=120, count=2)
+        browser.save_screenshot(str(SHOTS / "desktop-chat.png"))
+
+        browser.find_element(By.CSS_SELECTOR, ".turn .answer .file-link").click()
+        _wait(browser, "#file-view[open] .ln.mark")
+        marked = browser.find_elements(By.CSS_SELECTOR, "#file-code .ln.mark")
+        assert (
+            marked[0].get_attribute("data-n") == start and marked[-1].get_attribute("data-n") == end
+        )
+        assert file in browser.find_element(By.ID, "file-title").text
+        browser.find_element(By.ID, "file-close").click()
+
+        browser.find_element(By.ID, "lang").click()
+        assert browser.find_element(By.ID, "search-h").text == "搜索"
+        browser.find_element(By.ID, "lang").click()
+
+        browser.set_window_size(375, 812)
+        browser.get(shared)
+        _wait(browser, ".hit .file-link")
+        assert _no_horizontal_scroll(browser)
+        browser.save_screenshot(str(SHOTS / "narrow-search.png"))
+        browser.execute_script("document.getElementById('chat').scrollIntoView()")
+        browser.find_element(By.ID, "question").send_keys(
+            "订单是怎么创建的？", Keys.CONTROL, Keys.ENTER
+        )
+        _wait(browser, ".turn .stage-done", timeout=120)
+        assert _no_horizontal_scroll(browser)
+        browser.save_screenshot(str(SHOTS / "narrow-chat.png"))
+        figures["whole_flow_s"] = time.perf_counter() - t0
+
+    with capsys.disabled():
+        print("\nweb page figures:", json.dumps({k: round(v, 1) for k, v in figures.items()}))
