@@ -51,6 +51,15 @@ class Settings(BaseSettings):
     retriever_url: str | None = Field(
         None, description="Retriever base URL for the generator (compose); unset means in-process."
     )
+    parser_url: str = Field(
+        "http://parser:8000", description="Gateway (compose): where the parser listens."
+    )
+    embedder_url: str = Field(
+        "http://embedder:8000", description="Gateway (compose): where the embedder listens."
+    )
+    generator_url: str = Field(
+        "http://generator:8000", description="Gateway (compose): where the generator listens."
+    )
     api_tokens: str = Field(
         "",
         description="Comma-separated `user:token` pairs; when set every endpoint but /health "
