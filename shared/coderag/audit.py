@@ -37,6 +37,8 @@ def safe_cell(value: object) -> object:
     if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
+
+
 current_call: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
     "coderag_audit_call", default=None
 )

@@ -63,6 +63,12 @@ class Settings(BaseSettings):
         description="Base URL of the whole API (the compose gateway) for /mcp's tools; unset means "
         "in-process.",
     )
+    embedder_url: str = Field(
+        "http://embedder:8000", description="Gateway (compose): where the embedder listens."
+    )
+    generator_url: str = Field(
+        "http://generator:8000", description="Gateway (compose): where the generator listens."
+    )
     api_tokens: str = Field(
         "",
         description="Comma-separated `user:token:role` entries, role `admin` (may also register, "

@@ -1,13 +1,20 @@
 """SQLite with one writer thread: writes are queued to it, reads use per-thread connections.
 
 WAL mode lets readers run beside the single writer, so a long index write never blocks /search.
+In compose several processes (services and their workers) write the same file, so each write is
+one short ``BEGIN IMMEDIATE`` transaction: the write lock is taken before the first statement
+(a deferred transaction that reads and then writes fails at once with "database is locked" when
+another process committed in between, busy timeout or not), and taking it is retried with
+backoff when another process holds it longer than the busy timeout.
 """
 
 from __future__ import annotations
 
 import queue
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -127,6 +134,30 @@ ADDED_COLUMNS = (
 
 _STOP = object()
 
+BUSY_TIMEOUT_S = 10.0
+"""How long one attempt waits for another process's write lock (SQLite's busy timeout)."""
+
+LOCK_ATTEMPTS = 6
+"""Attempts to take the write lock before the write fails (about a minute of waiting)."""
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether an error means another connection holds the lock (worth retrying)."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _with_lock_retry(step: Callable[[], T]) -> T:
+    """Run ``step``, retrying with jittered backoff while SQLite reports the file locked."""
+    for attempt in range(LOCK_ATTEMPTS):
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or attempt == LOCK_ATTEMPTS - 1:
+                raise
+            time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
 
 class Database:
     """A SQLite file with a single writer thread and thread-local read connections."""
@@ -141,22 +172,32 @@ class Database:
         self._writer.start()
         self._ready.wait()
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+    def _connect(self, isolation_level: str | None = "") -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path,
+            timeout=BUSY_TIMEOUT_S,
+            check_same_thread=False,
+            isolation_level=isolation_level,
+        )
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
+        # switching a fresh file to WAL needs the lock another process may be holding
+        _with_lock_retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
     def _run_writer(self) -> None:
-        conn = self._connect()
-        conn.executescript(SCHEMA)
-        for table, column, decl in ADDED_COLUMNS:
-            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-            if column not in have:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-        conn.commit()
+        # autocommit mode: transactions are begun explicitly, IMMEDIATE, by _transaction
+        conn = self._connect(isolation_level=None)
+        _with_lock_retry(lambda: conn.executescript(SCHEMA))
+
+        def add_columns() -> None:
+            for table, column, decl in ADDED_COLUMNS:
+                have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+                if column not in have:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+
+        _with_lock_retry(add_columns)
         self._ready.set()
         while True:
             item = self._jobs.get()
@@ -166,13 +207,29 @@ class Database:
             if not fut.set_running_or_notify_cancel():
                 continue
             try:
-                with conn:  # commits before the caller is woken, so its next read sees the write
-                    result = fn(conn)
+                result = self._transaction(conn, fn)
             except BaseException as exc:  # the caller re-raises it
                 fut.set_exception(exc)
             else:
                 fut.set_result(result)
         conn.close()
+
+    @staticmethod
+    def _transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in one IMMEDIATE transaction; committed before the caller is woken, so its
+        next read sees the write."""
+        # only BEGIN is retried: once it succeeds this connection holds the write lock, and fn
+        # (which may enqueue jobs) runs exactly once
+        _with_lock_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            result = fn(conn)
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        if conn.in_transaction:  # executescript commits on its own
+            conn.execute("COMMIT")
+        return result
 
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in one transaction on the writer thread and return its result."""

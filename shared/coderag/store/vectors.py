@@ -48,6 +48,8 @@ def _missing(exc: Exception) -> bool:
     from chromadb.errors import NotFoundError
 
     return isinstance(exc, NotFoundError) or "does not exist" in str(exc)
+
+
 Registration = Callable[[str], str]
 """The current registration id of a repository name ('' when unknown or registered before ids)."""
 
