@@ -59,7 +59,7 @@ def test_exported_documented_or_long_constants_are_units_others_stay_in_blocks()
     assert err.kind == "variable"
     assert err.doc == "ErrInvalid is returned for a request without a user."
     group = _one(go.units, "ErrClosed")  # a parenthesised group is one unit of all its specs
-    assert (group.start_line, group.end_line) == (32, 36) and "ErrBusy" in group.text
+    assert (group.start_line, group.end_line) == (29, 33) and "ErrBusy" in group.text
     assert _one(go.units, "retries").kind == "block"  # lower case: not exported
     names = Counter(s["name"] for s in go.symbols)
     assert names["ErrClosed"] == names["ErrBusy"] == names["ErrInvalid"] == 1
@@ -78,9 +78,9 @@ def test_exported_documented_or_long_constants_are_units_others_stay_in_blocks()
 def test_go_type_groups_receivers_and_doc_comments() -> None:
     units = _parse("go", "sample.go").units
     req, db = _one(units, "OrderRequest"), _one(units, "DB")
-    assert (req.kind, req.start_line) == ("type", 41)
+    assert (req.kind, req.start_line) == ("type", 40)
     assert req.doc == "OrderRequest is what a client sends."
-    assert (db.kind, db.start_line, db.doc) == ("interface", 46, "DB stores orders.")
+    assert (db.kind, db.start_line, db.doc) == ("interface", 45, "DB stores orders.")
     assert not any(u.text.strip() == "type (" for u in units)
     add = _one(units, "Set.Add")  # a generic value receiver names the bare type
     assert (add.kind, add.doc) == ("method", "Add puts v in the set.")
