@@ -116,6 +116,7 @@ def main() -> int:
     )
     port = args.port or free_port()
     env = {**os.environ, "CODERAG_DATA_DIR": str(tmp / "data"), "CODERAG_WEBHOOK_SECRET": SECRET}
+    env["CODERAG_REPO_ROOTS"] = str(tmp)
     server = subprocess.Popen(
         [sys.executable, "-m", "coderag.cli", "serve", "--port", str(port)],
         env=env,

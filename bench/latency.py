@@ -46,11 +46,13 @@ def main() -> int:
     root = fetch(entry)
     lines = sum(p.read_text("utf-8", "replace").count("\n") for p in root.rglob("*.py"))
     index_s = None
+    os.environ["CODERAG_REPO_ROOTS"] = str(root.parent)
+    get_settings.cache_clear()
     vectors = get_vectors()
     if not args.reuse:
         os.environ["CODERAG_EMBED_MODEL_2"] = ""
         get_settings.cache_clear()
-        with TestClient(create_app()) as client:
+        with TestClient(create_app(), base_url="http://localhost") as client:
             t = time.perf_counter()
             client.post("/repos", json={"name": "big", "path": str(root)})
             while client.get("/repos/big").json()["status"] not in ("ready", "error"):
@@ -60,7 +62,7 @@ def main() -> int:
         vectors.upsert("big", got["ids"], got["embeddings"], got["metadatas"], "vector2")
         del os.environ["CODERAG_EMBED_MODEL_2"]
         get_settings.cache_clear()
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(), base_url="http://localhost") as client:
         repo = client.get("/repos/big").json()
         for q in LATENCY_QUERIES:  # warm-up: loads the encoders and builds the in-memory indexes
             client.post("/search", json={"query": q, "repo": "big", "top_k": 10})

@@ -201,7 +201,7 @@ def _wait_health(proc: subprocess.Popen, port: int, timeout: float = 240) -> Non
         if proc.poll() is not None:
             raise AssertionError(f"server exited: {proc.stdout.read() if proc.stdout else ''}")
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=30).status_code == 200:
                 return
         except httpx.HTTPError:
             time.sleep(0.3)
@@ -228,12 +228,13 @@ def test_serve_index_allows_that_folder(tmp_path: Path) -> None:
     proc, port = _serve(["--service", "parser", "--index", str(project)], env)
     try:
         _wait_health(proc, port)
-        base = f"http://127.0.0.1:{port}"
-        r = httpx.post(f"{base}/repos", json={"name": "sub", "path": str(project / "sub")})
+        # a generous timeout: the server is indexing the folder in the background meanwhile
+        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
+        r = http.post("/repos", json={"name": "sub", "path": str(project / "sub")})
         assert r.status_code == 202, r.text
-        r = httpx.post(f"{base}/repos", json={"name": "o", "path": str(tmp_path / "other")})
+        r = http.post("/repos", json={"name": "o", "path": str(tmp_path / "other")})
         assert r.status_code == 403, r.text
-        assert httpx.get(f"{base}/repos/project").json()["name"] == "project"
+        assert http.get("/repos/project").json()["name"] == "project"
     finally:
         _stop(proc)
 
@@ -251,8 +252,8 @@ def test_all_in_one_beyond_loopback_makes_and_prints_a_token() -> None:
                 break
         assert len(token) >= 20
         _wait_health(proc, port)
-        base = f"http://127.0.0.1:{port}"
-        assert httpx.get(f"{base}/repos").status_code == 401
-        assert httpx.get(f"{base}/repos", headers={"Authorization": f"Bearer {token}"}).json() == []
+        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
+        assert http.get("/repos").status_code == 401
+        assert http.get("/repos", headers={"Authorization": f"Bearer {token}"}).json() == []
     finally:
         _stop(proc)

@@ -60,6 +60,8 @@ def test_url_kinds_hosts_and_credentials(
         ("--upload-pack=touch /tmp/x", 400, "git URL"),
         ("ext::sh%20-c%20touch", 400, "remote helper"),
         ("https://127.0.0.1:notaport/r", 400, "not a valid URL"),
+        ("https://127.0.0.1:70000/r", 400, "git URL"),
+        ("git@host:x://y", 400, "git URL"),
         ("/srv/repo.git", 400, "git URL"),
     ]
     for i, (u, status, words) in enumerate(cases):

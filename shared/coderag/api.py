@@ -48,8 +48,12 @@ def health(settings: SettingsDep, catalog: CatalogDep) -> dict:
 def export_audit(
     catalog: CatalogDep,
     _user: AdminDep,
-    since: str | None = Query(None, description="ISO 8601, inclusive"),
-    until: str | None = Query(None, description="ISO 8601, exclusive"),
+    since: str | None = Query(
+        None, description="ISO 8601, inclusive", json_schema_extra={"format": "date-time"}
+    ),
+    until: str | None = Query(
+        None, description="ISO 8601, exclusive", json_schema_extra={"format": "date-time"}
+    ),
 ) -> StreamingResponse:
     """The audit log as CSV, optionally between two times (admin)."""
     audit.parse_time(since, "since")

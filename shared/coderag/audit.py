@@ -88,16 +88,21 @@ def record(
 
 def parse_time(value: str | None, name: str) -> str | None:
     """Normalise an ISO 8601 bound to the log's UTC format; InvalidInput if unparseable."""
-    if not value:
+    if value is None:
         return None
     try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        # RFC 3339 allows a lower-case t and z, and a leap second, which Python does not read
+        text = value.upper().replace("Z", "+00:00").replace(":60", ":59")
+        dt = datetime.fromisoformat(text)
     except ValueError as exc:
         raise InvalidInput(f"{name}={value!r} is not ISO 8601 (e.g. 2026-11-30T12:00:00Z)") from exc
     if dt.tzinfo is not None:
         from datetime import UTC
 
-        dt = dt.astimezone(UTC).replace(tzinfo=None)
+        try:
+            dt = dt.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:  # an offset pushes year 1 or 9999 out of range
+            dt = datetime.min if dt.year == 1 else datetime.max
     return dt.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 

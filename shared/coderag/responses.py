@@ -19,8 +19,9 @@ REASONS = {
 }
 """The meaning of each error status coderag answers with."""
 
-COMMON = (401, 413, 422)
-"""Statuses any route may answer: no token, a body over the cap, a body off the schema."""
+COMMON = (400, 401, 413, 422)
+"""Statuses any route may answer: a body that is not JSON or a Host not allowed, no token, a
+body over the cap, a body off the schema."""
 
 
 class ErrorBody(BaseModel):

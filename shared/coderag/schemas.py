@@ -18,6 +18,32 @@ REPO_NAME_PATTERN = r"^(?!.*\.\.)[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?
 """``REPO_NAME`` without '..', as the OpenAPI schema states it."""
 
 
+_PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
+_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?"
+_USER = r"[A-Za-z0-9._~][A-Za-z0-9._~-]{0,63}"
+_CH = r"[^\u0000-\u0020\u007f]"
+GIT_URL_PATTERN = (
+    rf"^(?:https?://{_HOST}(?::{_PORT})?(?:/{_CH}*)?"
+    rf"|ssh://(?:{_USER}@)?{_HOST}(?::{_PORT})?(?:/{_CH}*)?"
+    r"|file:///[^\u0000-\u0020\u007f%]*"
+    rf"|{_USER}@{_HOST}:(?!.*://){_CH}*)$"
+)
+"""Git URLs ``POST /repos`` reads: https/http without credentials, ssh:// or user@host:path,
+file:///path. Which kinds and hosts a server allows is a setting (403 otherwise)."""
+
+BRANCH_PATTERN = (
+    r"^(?!-)(?!\.)(?!HEAD$)(?!.*\.\.)(?!.*//)(?!.*@\{)(?!.*\.lock(?:/|$))(?!.*/\.)"
+    r"(?!.*[/.]$)[^\u0000-\u0020\u007f~^:?*\[\\]{1,255}$"
+)
+"""Branch names ``git check-ref-format --branch`` accepts."""
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+"""Session ids: 1-128 letters, digits, '.', '_' or '-'."""
+
+QUERY_PATTERN = r"\S"
+"""A query has at least one character that is not white space."""
+
+
 def check_repo_name(name: str) -> str:
     """Return ``name`` if it is a valid repository name, else raise ValueError."""
     if not REPO_NAME.fullmatch(name) or ".." in name:
@@ -80,15 +106,21 @@ class RepoCreate(BaseModel):
     )
     path: str | None = Field(
         None,
+        json_schema_extra={"pattern": r"^[^\u0000]+$"},
         description="A directory on the server under CODERAG_REPO_ROOTS ('~' and symlinks "
         "resolved first).",
     )
     url: str | None = Field(
         None,
-        description="A git URL of a kind CODERAG_URL_SCHEMES allows (https by default), "
-        "without credentials.",
+        json_schema_extra={"pattern": GIT_URL_PATTERN},
+        description="A git URL of a kind CODERAG_URL_SCHEMES allows (https by default) and a "
+        "host CODERAG_URL_HOSTS allows (403 otherwise), without credentials.",
     )
-    branch: str | None = Field(None, description="A name `git check-ref-format --branch` accepts.")
+    branch: str | None = Field(
+        None,
+        json_schema_extra={"pattern": BRANCH_PATTERN},
+        description="A name `git check-ref-format --branch` accepts.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> RepoCreate:
@@ -122,9 +154,13 @@ class RepoOut(BaseModel):
 class SearchRequest(BaseModel):
     """A retrieval query."""
 
-    query: str
+    query: str = Field(
+        min_length=1,
+        json_schema_extra={"pattern": QUERY_PATTERN},
+        description="Not blank; at most CODERAG_MAX_QUERY_CHARS characters.",
+    )
     repo: str
-    top_k: int = Field(10, ge=1)
+    top_k: int = Field(10, ge=1, description="At most CODERAG_MAX_TOP_K.")
 
 
 class SearchHit(BaseModel):
@@ -165,9 +201,17 @@ class SearchResponse(BaseModel):
 class AskRequest(BaseModel):
     """A question about a repository."""
 
-    query: str
+    query: str = Field(
+        min_length=1,
+        json_schema_extra={"pattern": QUERY_PATTERN},
+        description="Not blank; at most CODERAG_MAX_QUERY_CHARS characters.",
+    )
     repo: str
-    session_id: str | None = None
+    session_id: str | None = Field(
+        None,
+        json_schema_extra={"pattern": SESSION_ID_PATTERN},
+        description="Continue (or start) a conversation; it belongs to the user who started it.",
+    )
 
 
 class Citation(BaseModel):

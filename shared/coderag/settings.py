@@ -294,6 +294,17 @@ class Settings(BaseSettings):
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().resolve()
 
+    @field_validator("repo_roots")
+    @classmethod
+    def _roots_expand(cls, value: str | None) -> str | None:
+        for root in (value or "").split(","):
+            try:
+                Path(root.strip()).expanduser()
+            except RuntimeError:
+                shown = root.strip()
+                raise ValueError(f"CODERAG_REPO_ROOTS entry {shown!r} names no user") from None
+        return value
+
     @field_validator("api_tokens")
     @classmethod
     def _tokens_parse(cls, value: str) -> str:

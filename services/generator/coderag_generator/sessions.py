@@ -70,7 +70,7 @@ class Turn:
 
 def check_session_id(value: str) -> str:
     """``value`` if it is a valid session id, else InvalidInput saying what is allowed."""
-    if not SESSION_ID.match(value):
+    if not SESSION_ID.fullmatch(value):
         raise InvalidInput(
             "session_id must be 1-128 characters of letters, digits, '.', '_' or '-'"
         )

@@ -9,11 +9,19 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from coderag.errors import Forbidden, InvalidInput
+from coderag.schemas import BRANCH_PATTERN, GIT_URL_PATTERN
 from coderag.settings import Settings
 
 URL_KINDS = ("https", "http", "ssh", "file")
 """Kinds of git URL that ``CODERAG_URL_SCHEMES`` can allow."""
 
+_NOT_A_URL = (
+    "url must be a git URL: https://host/path, http://host/path, ssh://[user@]host/path, "
+    "user@host:path or file:///path"
+)
+_GIT_URL = re.compile(GIT_URL_PATTERN)
+_BRANCH = re.compile(BRANCH_PATTERN)
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _SCP = re.compile(r"^(?:(?P<user>[^@/:]+)@)?(?P<host>[A-Za-z0-9.\-\[\]]+):(?P<path>.*)$")
 _HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
@@ -76,35 +84,34 @@ def url_kind(url: str) -> tuple[str, str, bool]:
         raise InvalidInput("url must be a git URL without spaces or control characters")
     if _HELPER.match(url):
         raise InvalidInput("url names a git remote helper (<transport>::); give a git URL")
-    if "://" in url:
+    if _SCHEME.match(url):
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         try:
             host = (parts.hostname or "").lower()
             _ = parts.port  # ValueError when the port is not a number
-            # a user name alone is how ssh logs in; anything with a secret is a credential
-            secret = parts.password is not None or (scheme in ("https", "http") and parts.username)
-        except ValueError as exc:  # a port that is not a number
+        except ValueError as exc:
             raise InvalidInput(f"url is not a valid URL: {exc}") from exc
-        if scheme not in URL_KINDS or (scheme != "file" and not host):
-            raise InvalidInput(
-                "url must be an https://, http://, ssh://, git@host:path or file:// git URL"
-            )
-        return scheme, host, bool(secret)
-    if match := _SCP.match(url):
+        # a user name alone is how ssh logs in; anything with a secret is a credential
+        secret = parts.password is not None or (scheme in ("https", "http") and parts.username)
+        if scheme in URL_KINDS and (scheme == "file" or host):
+            return scheme, host, bool(secret)
+    elif match := _SCP.match(url):
         return "ssh", match["host"].lower(), False
-    raise InvalidInput("url must be an https://, http://, ssh://, git@host:path or file:// git URL")
+    raise InvalidInput(_NOT_A_URL)
 
 
 def check_url(url: str, settings: Settings) -> str:
     """``url`` if this server may clone it, else InvalidInput or Forbidden saying which
     setting allows it."""
-    kind, host, secret = url_kind(url.strip())
+    kind, host, secret = url_kind(url)
     if secret:
         raise InvalidInput(
             "url carries credentials, which would be stored and shown by GET /repos; remove "
             "them and give the server's git a credential helper, or use ssh with a deploy key"
         )
+    if not _GIT_URL.search(url):
+        raise InvalidInput(_NOT_A_URL)
     allowed = {k.lower() for k in _split(settings.url_schemes)}
     if kind not in allowed:
         raise Forbidden(
@@ -115,9 +122,9 @@ def check_url(url: str, settings: Settings) -> str:
     if kind != "file" and hosts and not any(_host_matches(host, h) for h in hosts):
         raise Forbidden(f"host {host!r} is not in CODERAG_URL_HOSTS ({settings.url_hosts})")
     if kind == "file":
-        raw = unquote(urlsplit(url.strip()).path)
+        raw = unquote(urlsplit(url).path)
         _under_roots(_expand(raw, "url"), raw, settings)
-    return url.strip()
+    return url
 
 
 def _host_matches(host: str, allowed: str) -> bool:
@@ -128,7 +135,7 @@ def _host_matches(host: str, allowed: str) -> bool:
 
 def check_branch(branch: str) -> str:
     """``branch`` if ``git check-ref-format --branch`` accepts it, else InvalidInput."""
-    if not branch or branch.startswith("-") or len(branch) > 255 or _CONTROL.search(branch):
+    if not _BRANCH.search(branch) or branch.endswith("\n"):
         raise InvalidInput(f"branch {branch!r} is not a valid git branch name")
     done = subprocess.run(
         ["git", "check-ref-format", "--branch", branch],
