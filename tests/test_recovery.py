@@ -25,10 +25,10 @@ from tests.test_incremental import snapshot
 
 pytestmark = pytest.mark.slow
 
-LEASE_S = "3"
+LEASE_S = "10"
 
 
-def make_repo(root: Path, modules: int = 60) -> Path:
+def make_repo(root: Path, modules: int = 24) -> Path:
     """A repository of ``modules`` Python files of four functions each."""
     (root / "svc").mkdir(parents=True)
     for m in range(modules):
@@ -105,13 +105,13 @@ def test_a_killed_worker_is_retried_and_ends_equal_to_a_full_index(
         assert wait_for("full", lambda r: r.status in ("ready", "error")).status == "ready"
     assert snapshot("killed") == snapshot("full")
     assert get_vectors().hashes("killed") == get_catalog().unit_hashes("killed")
-    assert get_catalog().get_repo("killed").units == get_catalog().get_repo("full").units > 200
+    assert get_catalog().get_repo("killed").units == get_catalog().get_repo("full").units >= 96
 
 
 def test_a_chain_killed_more_often_than_retries_allow_ends_in_error(
     redis: RedisServer, workers, tmp_path: Path
 ) -> None:
-    root = make_repo(tmp_path / "shop", modules=30)
+    root = make_repo(tmp_path / "shop", modules=12)
     first = workers(CODERAG_JOB_RETRIES="0")
     with api() as client:
         client.post("/repos", json={"name": "doomed", "path": str(root)})
@@ -126,7 +126,7 @@ def test_a_chain_killed_more_often_than_retries_allow_ends_in_error(
 def test_a_reindex_while_one_runs_is_queued_once_never_in_parallel(
     redis: RedisServer, workers, tmp_path: Path
 ) -> None:
-    root = make_repo(tmp_path / "shop", modules=40)
+    root = make_repo(tmp_path / "shop", modules=24)
     workers(), workers()  # two workers: a second chain could run beside the first
     with api() as client:
         client.post("/repos", json={"name": "busy", "path": str(root)})

@@ -68,9 +68,18 @@ def renewing(catalog: Catalog, name: str, token: str | None, lease_s: float) -> 
     stop = threading.Event()
 
     def beat() -> None:
-        while not stop.wait(lease_s / 3):
-            with contextlib.suppress(Exception):  # a missed beat only shortens the lease
-                continue_chain(catalog, name, token, lease_s)
+        # its own connection: a beat must not wait behind this process's big writes
+        conn = sqlite3.connect(catalog.db.path, timeout=30)
+        try:
+            while not stop.wait(lease_s / 4):
+                with contextlib.suppress(sqlite3.Error):  # a missed beat only shortens it
+                    conn.execute(
+                        "UPDATE repos SET lease_until=? WHERE name=? AND lease_owner=?",
+                        (time.time() + lease_s, name, token),
+                    )
+                    conn.commit()
+        finally:
+            conn.close()
 
     thread = threading.Thread(target=beat, name=f"lease-{name}", daemon=True)
     thread.start()

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 BUDGET_SHARE = 0.6
 """Share of the model window the snippets may fill (the rest is instructions and answer)."""
 
+OPEN, CLOSE = "<snippet>", "</snippet>"
+"""Markers around each snippet's code: what is between them is data, never instructions."""
+
 
 @dataclass
 class Snippet:
@@ -44,11 +47,19 @@ class Snippet:
         return f"FILE: {self.file}:{self.start_line}-{self.end_line}"
 
     def render(self) -> str:
-        """The snippet as the prompt shows it: anchor, signature line, code."""
+        """The snippet as the prompt shows it: anchor, signature line, then the code between
+        data markers, with anchors inside it defused (it is untrusted repository text)."""
         head = self.anchor
         if self.signature and self.kind in ("function", "method"):
-            head += f"  ({self.kind} {self.symbol}: {self.signature})"
-        return f"{head}\n{self.text}"
+            head += f"  ({self.kind} {self.symbol}: {defuse(self.signature)})"
+        return f"{head}\n{OPEN}\n{defuse(self.text)}\n{CLOSE}"
+
+
+def defuse(text: str) -> str:
+    """Repository text made unable to pass for prompt structure: a ``FILE:`` anchor written
+    inside it no longer reads as one (so copying it cannot forge a citation) and it cannot close
+    its data markers."""
+    return text.replace("FILE:", "[FILE]:").replace(CLOSE, CLOSE.replace("<", "<\\"))
 
 
 def reading_order(snippets: list[Snippet]) -> list[Snippet]:
