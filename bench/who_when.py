@@ -76,7 +76,7 @@ def run(
         done = [e for e in events if e.name == "done"][-1].data
         named = _HASH.findall(done["answer"])
         want = [shas[s] for s in q["commits"]]
-        says_none = done["answer"].startswith("No commit") or "期间没有提交" in done["answer"]
+        says_none = done["answer"].startswith("No commit") or "没有提交修改过" in done["answer"]
         listed = [] if says_none else named
         if want:
             exact = git.window is None or set(listed) == set(want)
