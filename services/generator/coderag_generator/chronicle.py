@@ -14,7 +14,7 @@ from typing import Any
 from coderag_generator.evidence import is_doc, support
 from coderag_generator.window import Window, subject
 
-MAX_UNITS = 2
+MAX_UNITS = 3
 """Units whose history one answer reports."""
 
 MAX_COMMITS = 5
