@@ -433,6 +433,9 @@ def run(args: argparse.Namespace) -> str:
         med = Decision(*(statistics.median(getattr(d, f) for d in fold.values())
                          for f in ("gate", "margin", "floor")))  # fmt: skip
         fold.update({n: med for n in names if n not in tuning})
+    else:  # no tuning corpus in this run: the shipped defaults, calibrated on the tuning split
+        shipped = Decision(settings.gate(), confidence.DEFAULT.margin, confidence.DEFAULT.floor)
+        fold = {n: shipped for n in names}
     out += [
         "### Score gate (R11), calibrated on two corpora, reported on the third",
         "",
@@ -479,7 +482,11 @@ def run(args: argparse.Namespace) -> str:
     for lang in ("all", "en", "zh"):
         part = [o for o in stand_in(cases) if lang == "all" or o.case.q["lang"] == lang]
         stand_rows.append(metric_row(f"stand-in (top 3, never refuses), {lang}", part))
-    history_rows = who_when.run(Counting(get_backend(settings)), settings, retrieve)
+    history_rows = (
+        who_when.run(Counting(get_backend(settings)), settings, retrieve)
+        if not args.skip_history
+        else ["(skipped: --skip-history)"]
+    )
     out += [
         "### Answers (held-out decision per corpus)",
         "",
@@ -532,6 +539,9 @@ def main() -> int:
     )
     ap.add_argument("--llm-every", type=int, default=3, help="llamacpp: every n-th question")
     ap.add_argument("--fresh", action="store_true", help="re-index the corpora")
+    ap.add_argument(
+        "--skip-history", action="store_true", help="leave out the who/when questions"
+    )
     ap.add_argument(
         "--reuse-hits", action="store_true", help="answer from the hits saved by the last run"
     )
