@@ -2,7 +2,8 @@
 with the hits ``/retrieve`` would give, per answer backend, on the pinned corpora.
 
     python bench/answers.py [--corpus NAME ...] [--backend extractive --backend llamacpp]
-                            [--llm-every 3] [--fresh] [--calibrate-only] [--out FILE]
+                            [--llm-every 3] [--fresh] [--reuse-hits] [--split tune|test|all]
+                            [--calibrate-only] [--out FILE]
 
 Reports, per backend and question language: citation precision (share of returned citations
 that overlap a gold range of their question; citations on ``absent`` questions are all wrong),
@@ -36,6 +37,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 DATA = HERE / ".cache" / "answers-data"
+HITS = HERE / ".cache" / "answers-hits"
+"""Each corpus's retrieved hits, kept for ``--reuse-hits`` (answer-side changes only)."""
 os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
 # llama.cpp's OpenMP threads spin while they wait; on a 2-core machine shared with other work that
 # spinning starves the very threads it waits for (first token 3x slower), so they sleep instead
@@ -405,11 +408,19 @@ def run(args: argparse.Namespace) -> str:
         name = corpus["name"]
         took = ensure_indexed(corpus, args.fresh)
         questions = load_questions(name)
-        rank(name, "warm up", RETRIEVE_K, settings)
-        for line, q in enumerate(questions):
-            start = time.perf_counter()
-            hits = retrieve(name, q["query"], settings)
-            cases.append(Case(name, line, q, hits, (time.perf_counter() - start) * 1000))
+        saved = HITS / f"{name}.json"
+        if args.reuse_hits and saved.is_file():
+            kept = json.loads(saved.read_text("utf-8"))
+            cases += [Case(name, line, q, *kept[line]) for line, q in enumerate(questions)]
+        else:
+            rank(name, "warm up", RETRIEVE_K, settings)
+            for line, q in enumerate(questions):
+                start = time.perf_counter()
+                hits = retrieve(name, q["query"], settings)
+                cases.append(Case(name, line, q, hits, (time.perf_counter() - start) * 1000))
+            HITS.mkdir(parents=True, exist_ok=True)
+            mine = [[c.hits, c.retrieve_ms] for c in cases if c.corpus == name]
+            saved.write_text(json.dumps(mine), "utf-8")
         index_rows.append(
             f"| {name} | {len(questions)} | {'' if took is None else f'{took:.0f}'} |"
         )
@@ -422,6 +433,9 @@ def run(args: argparse.Namespace) -> str:
         med = Decision(*(statistics.median(getattr(d, f) for d in fold.values())
                          for f in ("gate", "margin", "floor")))  # fmt: skip
         fold.update({n: med for n in names if n not in tuning})
+    else:  # no tuning corpus in this run: the shipped defaults, calibrated on the tuning split
+        shipped = Decision(settings.gate(), confidence.DEFAULT.margin, confidence.DEFAULT.floor)
+        fold = {n: shipped for n in names}
     out += [
         "### Score gate (R11), calibrated on two corpora, reported on the third",
         "",
@@ -468,7 +482,11 @@ def run(args: argparse.Namespace) -> str:
     for lang in ("all", "en", "zh"):
         part = [o for o in stand_in(cases) if lang == "all" or o.case.q["lang"] == lang]
         stand_rows.append(metric_row(f"stand-in (top 3, never refuses), {lang}", part))
-    history_rows = who_when.run(Counting(get_backend(settings)), settings, retrieve)
+    history_rows = (
+        who_when.run(Counting(get_backend(settings)), settings, retrieve)
+        if not args.skip_history
+        else ["(skipped: --skip-history)"]
+    )
     out += [
         "### Answers (held-out decision per corpus)",
         "",
@@ -521,6 +539,12 @@ def main() -> int:
     )
     ap.add_argument("--llm-every", type=int, default=3, help="llamacpp: every n-th question")
     ap.add_argument("--fresh", action="store_true", help="re-index the corpora")
+    ap.add_argument(
+        "--skip-history", action="store_true", help="leave out the who/when questions"
+    )
+    ap.add_argument(
+        "--reuse-hits", action="store_true", help="answer from the hits saved by the last run"
+    )
     ap.add_argument(
         "--split",
         choices=["tune", "test", "all"],

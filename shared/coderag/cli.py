@@ -87,6 +87,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from coderag.store import get_catalog
     from coderag_generator.answer import answer_events
     from coderag_generator.backends import get_backend
+    from coderag_generator.details import enrich
     from coderag_retriever.search import rank, to_hit
 
     settings = get_settings()
@@ -97,6 +98,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         {**to_hit(r, with_text=True).model_dump(), "similarity": r.similarity}
         for r in rank(args.repo, query, 10, settings)
     ]
+    hits = enrich(catalog, args.repo, hits)
     backend = get_backend(settings)
     for event in answer_events(
         query, hits, backend, settings, lambda p: catalog.file_lines(args.repo, p)

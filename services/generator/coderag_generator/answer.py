@@ -89,7 +89,18 @@ def answer_events(
     lang = language(query)
     # a who/when question is gated on what it asks about, not on "who changed it last month"
     about = window.subject(query) if git is not None else query
-    verdict = refusal.screen(query, lang) or refusal.gate(about, hits, lang, settings.gate())
+    verdict = refusal.screen(query, lang)
+    # a contradicted premise is answered before the gate: a claim about a unit that is found
+    # may name a callee the code lacks, which the gate would refuse as absent
+    fixed = premise.correct(query, hits, lang) if verdict is None else None
+    if fixed:
+        cited = check(
+            fixed, [(h["file"], h["start_line"], h["end_line"]) for h in hits], file_lines
+        )
+        if cited.valid:
+            yield _done(cited.text, cited.valid, False, 0, 0, backend.name, reason=PREMISE)
+            return
+    verdict = verdict or refusal.gate(about, hits, lang, settings.gate())
     if verdict is not None:  # decided by rules: the model is never asked
         yield _done(
             verdict.answer,
@@ -102,13 +113,6 @@ def answer_events(
             clarify=verdict.clarify,
         )
         return
-    if fixed := premise.correct(query, hits, lang):
-        cited = check(
-            fixed, [(h["file"], h["start_line"], h["end_line"]) for h in hits], file_lines
-        )
-        if cited.valid:
-            yield _done(cited.text, cited.valid, False, 0, 0, backend.name, reason=PREMISE)
-            return
     if git is not None and git.units:
         text = chronicle.compose(git.units, git.history, git.window, lang)
         units = [(u["file"], u["start_line"], u["end_line"]) for u in git.units]

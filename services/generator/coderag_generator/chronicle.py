@@ -14,7 +14,7 @@ from typing import Any
 from coderag_generator.evidence import is_doc, support
 from coderag_generator.window import Window, subject
 
-MAX_UNITS = 2
+MAX_UNITS = 3
 """Units whose history one answer reports."""
 
 MAX_COMMITS = 5
@@ -100,8 +100,9 @@ def compose(
     ordered = sorted(commits.values(), key=lambda c: c["date"], reverse=True)
     since = _day(win.since.isoformat()) if win and win.since else "…"
     until = win.label().split(" – ")[1] if win else "…"
+    open_ended = win is not None and win.until is None
     if ordered:
-        head = p["head_window"] if win else p["head_all"]
+        head = p["head_all"] if win is None else p["head_since" if open_ended else "head_window"]
         lines = [head.format(since=since, until=until, what=what)]
         for c in ordered[: None if win else MAX_COMMITS]:
             lines.append(
@@ -114,7 +115,9 @@ def compose(
                 )
             )
     else:
-        text = p["none_in_window"].format(since=since, until=until, what=what)
+        text = p["none_since" if open_ended else "none_in_window"].format(
+            since=since, until=until, what=what
+        )
         if last is not None:
             text += p["last_change"].format(
                 commit=last["commit"], author=last["author"], date=_day(last["date"]),

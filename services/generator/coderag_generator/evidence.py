@@ -180,8 +180,8 @@ def quotes(
     lines = lines[:n]
     picked: list[tuple[int, str]] = []
     doc = is_doc(unit)
+    head = _header(lines) if not doc else [0]
     if not doc:
-        head = _header(lines)
         picked += [(r, "signature") for r in head]
         after = head[-1] + 1
         if not asked and after < len(lines) and _DOCSTRING.match(lines[after]):
@@ -198,7 +198,10 @@ def quotes(
         picked += [(i, "call") for i, ln in enumerate(lines) if call.search(ln)][:1]
     wanted = terms(query)
     if wanted:
-        scored = [(sum(t in _words(ln) for t in wanted), i) for i, ln in enumerate(lines)]
+        # the code's own lines, not the comment above the definition
+        scored = [
+            (sum(t in _words(ln) for t in wanted), i) for i, ln in enumerate(lines) if i >= head[0]
+        ]
         have = {r for r, _ in picked}
         best = sorted((-s, i) for s, i in scored if s >= 2 and i not in have)[:2]
         if doc and not best:

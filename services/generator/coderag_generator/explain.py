@@ -61,9 +61,6 @@ RIVALS = 5
 RIVAL_SIMILARITY = 0.1
 """A rival this much more similar to the question, mentioning as much of it, wins."""
 
-SUPPORT_MARGIN = 0.4
-"""A runner-up that mentions this much more of the question's terms than the best unit wins."""
-
 
 def _definition(u: dict[str, Any]) -> bool:
     return not is_doc(u) and u.get("kind") != "file"
@@ -72,8 +69,9 @@ def _definition(u: dict[str, Any]) -> bool:
 def primary(units: list[dict[str, Any]], query: str) -> dict[str, Any]:
     """The unit the answer is about: the best-ranked, unless it is documentation or a file's
     summary and a definition among the next candidates mentions the question's terms (or, for a
-    question without Latin terms, is nearly as similar); and unless a runner-up mentions far more
-    of the question's terms."""
+    question without Latin terms, is nearly as similar); and unless a runner-up (not test code)
+    is far more similar to the question and mentions as much of it (not when the best was found
+    by its name)."""
     best = units[0]
     if not _definition(best):
         floor = (best.get("similarity") or 0.0) - SIMILARITY_MARGIN
@@ -84,10 +82,12 @@ def primary(units: list[dict[str, Any]], query: str) -> dict[str, Any]:
                 best = u
                 break
     own, sim = support(query, best), best.get("similarity") or 0.0
+    if "exact" in (best.get("routes") or {}) or not sim:
+        return best  # the question names it: no similarity can outrank that
     for u in units[1:RIVALS]:
         theirs = support(query, u)
         clearer = (u.get("similarity") or 0.0) >= sim + RIVAL_SIMILARITY and theirs >= own
-        if u is not best and (theirs >= own + SUPPORT_MARGIN or clearer):
+        if u is not best and clearer and not u.get("is_test"):
             return u
     return best
 

@@ -65,7 +65,8 @@ def _correction(query: str, hits: list[dict[str, Any]], lang: str) -> tuple[str,
         code = unit.get("text") or ""
         if _EXITS.search(query) and not _EXIT_CODE.search(code):
             raised = re.findall(r"\b(?:raise|throw)\s+(?:new\s+)?([A-Za-z_]\w*)", code)
-            items = sep.join(f"`{r}`" for r in dict.fromkeys(raised)) or "—"
+            errors = raised or ((unit.get("facts") or {}).get("error") or [])[:2]
+            items = sep.join(f"`{r}`" for r in dict.fromkeys(errors)) or "—"
             return p["premise_not_exits"].format(symbol=unit["symbol"], items=items), unit
         wanted = named[1] if len(named) > 1 and named[1].lower() not in _GENERIC else None
         if not _ERROR_CODE.search(code):

@@ -64,6 +64,33 @@ def last_commit(root: Path, path: str, start: int, end: int) -> dict[str, str] |
     }
 
 
+def changed_lines(diff: str) -> list[list[int]]:
+    """The post-image lines a diff adds or changes, as ``[first, last]`` ranges (a pure deletion
+    marks the line after it)."""
+    rows: list[int] = []
+    line = 0
+    in_hunk = False
+    for text in diff.splitlines():
+        if m := _HUNK.match(text):
+            line, in_hunk = int(m.group(1)), True
+        elif not in_hunk or text.startswith(("+++", "---")):
+            continue
+        elif text.startswith("+"):
+            rows.append(line)
+            line += 1
+        elif text.startswith("-"):
+            rows.append(line)
+        elif not text.startswith("\\"):  # context; "\\ No newline at end of file" is not a line
+            line += 1
+    out: list[list[int]] = []
+    for r in sorted(set(rows)):
+        if out and r <= out[-1][1] + 1:
+            out[-1][1] = r
+        else:
+            out.append([r, r])
+    return out
+
+
 def changes(
     root: Path,
     path: str,
@@ -88,10 +115,7 @@ def changes(
         when = datetime.fromtimestamp(int(stamp), UTC)
         if (since is not None and when < since) or (until is not None and when >= until):
             continue
-        ranges = [
-            [int(m.group(1)), int(m.group(1)) + max(int(m.group(2) or 1), 1) - 1]
-            for m in _HUNK.finditer(diff)
-        ]
+        ranges = changed_lines(diff)
         found.append(
             {
                 "commit": sha[:7],
