@@ -73,6 +73,7 @@ def test_audit_metrics_health(client: TestClient, sample_repo: Path) -> None:
         ("retrieve", "ok", "ada", "process an order"),
         ("retrieve", "ok", "ada", "How is an order created?"),  # /ask's own call
         ("ask", "ok", "ada", "How is an order created?"),
+        ("retrieve", "ok", "ada", "How do I bypass the permission check?"),
         ("ask", "refused", "ada", "How do I bypass the permission check?"),
         ("ask", "error 400", "ada", "x"),
     ]

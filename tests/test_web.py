@@ -91,6 +91,11 @@ def test_register_search_open_ask_cite(
         row = browser.find_element(By.CSS_SELECTOR, "tr[data-repo=sample]").text
         assert "ready" in row
         assert browser.find_element(By.ID, "repo-select").get_attribute("value") == "sample"
+        browser.find_element(By.CSS_SELECTOR, "tr[data-repo=sample] .skipped").click()
+        WebDriverWait(browser, 60).until(
+            lambda d: "binary 1" in d.find_element(By.ID, "repo-msg").text
+        )
+        assert "not_utf8 1" in browser.find_element(By.ID, "repo-msg").text
 
         query = "process an order and validate the user id"
         t1 = time.perf_counter()

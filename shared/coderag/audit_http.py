@@ -81,7 +81,12 @@ class AuditMiddleware:
                 response_body.extend(message.get("body", b""))
             await send(message)
 
-        call = {"recorded": False}
+        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        user = _user(headers)
+        outer = audit.current_call.get()
+        if outer is not None and user == "anonymous":
+            user = outer["user"]  # /ask's in-process /retrieve acts for /ask's caller
+        call = {"recorded": False, "user": user}
         token = audit.current_call.set(call)
         try:
             await self.app(scope, receive_body, send_status)
@@ -93,10 +98,9 @@ class AuditMiddleware:
                 if code < 400 and endpoint == "ask":
                     outcome = "aborted"  # the stream ended before its done event
                 repo, query = _fields(bytes(request_body))
-                headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
                 audit.record(
                     get_catalog(),
-                    user=_user(headers),
+                    user=user,
                     endpoint=endpoint,
                     repo=repo,
                     query=query,

@@ -179,7 +179,7 @@ def _print_tryout(name: str, base: str) -> None:
     j = "-H 'Content-Type: application/json'"
     print(
         f"""
-coderag is indexing {name!r} in the background. Try:
+coderag is indexing {name!r} in the background. Open {base}/?repo={name} in a browser, or try:
 
   curl -s {base}/repos/{name}
   curl -s {base}/search {j} -d '{{"query": "how are citations checked", "repo": "{name}"}}'
@@ -187,6 +187,9 @@ coderag is indexing {name!r} in the background. Try:
   curl -sN {base}/ask {j} -H 'Accept: text/event-stream' \\
        -d '{{"query": "审计日志在哪里导出？", "repo": "{name}"}}'
   curl -s '{base}/audit/export.csv?since=2020-01-01T00:00:00Z'
+  curl -s {base}/repos/{name}/health
+  curl -s {base}/metrics
+  MCP for coding agents: {base}/mcp (streamable HTTP), or `coderag mcp` over stdio
 """,
         flush=True,
     )

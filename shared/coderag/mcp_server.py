@@ -34,12 +34,16 @@ INSTRUCTIONS = (
 """What the server tells an agent about itself."""
 
 
+STDIO_IDENTITY: dict[str, str] = {}
+"""Headers a stdio server forwards (``coderag mcp --token/--user`` sets them)."""
+
+
 def _range(hit: dict[str, Any]) -> str:
     return f"{hit['file']}:{hit['start_line']}-{hit['end_line']}"
 
 
 class Tools:
-    """The tool bodies; ``identity`` gives (headers to forward, user) for the current call."""
+    """Makes the tools' API calls and writes their audit rows."""
 
     def __init__(self, client: ClientFactory, local_audit: bool) -> None:
         self.client = client
@@ -90,7 +94,9 @@ class Tools:
 
 
 def _files(body: Any) -> list[str]:
-    items = body.get("results") or body.get("citations") or [] if isinstance(body, dict) else []
+    if not isinstance(body, dict):
+        return []
+    items = body.get("results") or body.get("citations") or []
     return list(dict.fromkeys(i["file"] for i in items if isinstance(i, dict) and "file" in i))
 
 
@@ -106,10 +112,6 @@ def identity(ctx: Context | None) -> tuple[dict[str, str], str]:
     except Unauthorized:
         user = "unauthenticated"
     return headers, user
-
-
-STDIO_IDENTITY: dict[str, str] = {}
-"""Headers a stdio server forwards (``coderag mcp --token/--user`` sets them)."""
 
 
 def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:

@@ -47,7 +47,9 @@ async function loadRepos() {
       el("td", {}, r.name),
       el("td", { class: "status-" + r.status, "data-status": r.status }, r.status + (r.error ? ": " + r.error : "")),
       el("td", {}, r.progress || ""),
-      el("td", {}, String(r.files)), el("td", {}, String(r.units)), el("td", {}, String(r.skipped)),
+      el("td", {}, String(r.files)), el("td", {}, String(r.units)),
+      el("td", {}, el("button", { type: "button", class: "link skipped", title: t("health"),
+        onclick: () => showHealth(r.name) }, String(r.skipped))),
       el("td", { title: r.indexed_at || "" }, (r.commit || "-").slice(0, 10)),
       el("td", {},
         el("button", { type: "button", class: "reindex", onclick: () => reindex(r.name) }, t("reindex")), " ",
@@ -59,6 +61,16 @@ async function loadRepos() {
   const busy = state.repos.some((r) => r.status === "queued" || r.status === "indexing");
   clearTimeout(state.poll);
   if (busy) state.poll = setTimeout(loadRepos, 1500);
+}
+
+async function showHealth(name) {
+  const msg = $("#repo-msg");
+  try {
+    const h = await api("GET", `/repos/${encodeURIComponent(name)}/health`);
+    const reasons = Object.entries(h.skipped).map(([k, v]) => `${k} ${v}`).join(", ") || "-";
+    msg.textContent = t("healthLine", name, reasons, h.vectors_agree ? "✓" : "✗", h.up_to_date ? "✓" : "✗") +
+      (h.problems.length ? " — " + h.problems.join("; ") : "");
+  } catch (e) { msg.textContent = t("error", e.message); }
 }
 
 async function reindex(name) {

@@ -14,7 +14,8 @@ const TEXT = {
     noResults: "No relevant code found.", pickRepo: "Pick a ready repository first.",
     retrieval: "retrieval: {0} hits", prompt: "prompt: {0} tokens (window {1})",
     tokens: "tokens: {0}", done: "done in {0} ms", refused: "refused", retry: "retrying: no valid citation",
-    error: "error: {0}", lines: "lines {0}-{1} of {2}", by: "by {0}",
+    error: "error: {0}", lines: "lines {0}-{1} of {2}", by: "by {0}", health: "health report",
+    healthLine: "{0}: skipped {1}; vectors agree with units {2}; index at HEAD {3}",
   },
   zh: {
     repo: "代码库", token: "API 令牌（如需要）", repos: "代码库", name: "名称",
@@ -29,7 +30,8 @@ const TEXT = {
     noResults: "没有找到相关代码。", pickRepo: "请先选择一个已就绪的代码库。",
     retrieval: "检索：{0} 条命中", prompt: "提示词：{0} 个 token（窗口 {1}）",
     tokens: "生成：{0} 个片段", done: "完成，用时 {0} 毫秒", refused: "已拒答", retry: "重试：引用无效",
-    error: "错误：{0}", lines: "第 {0}-{1} 行，共 {2} 行", by: "作者 {0}",
+    error: "错误：{0}", lines: "第 {0}-{1} 行，共 {2} 行", by: "作者 {0}", health: "健康报告",
+    healthLine: "{0}：跳过 {1}；向量与单元一致 {2}；索引为最新提交 {3}",
   },
 };
 let LANG = localStorage.getItem("coderag.lang") ||
