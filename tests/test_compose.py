@@ -33,6 +33,7 @@ SECRET = "compose-test-secret"
 PORTS = ("REDIS", "CHROMA", "PARSER", "EMBEDDER", "RETRIEVER", "GENERATOR", "GATEWAY")
 UP_TIMEOUT_S = 600
 INDEX_TIMEOUT_S = 900
+RECOVERY_TIMEOUT_S = 300
 
 pytestmark = [
     pytest.mark.compose,
@@ -56,15 +57,15 @@ class Suite:
             cmd, cwd=ROOT, env=self.env, check=check, capture_output=True, text=True
         )
 
-    def wait_repo(self, client: httpx.Client, name: str, until: str = "ready") -> dict:
-        """Poll /repos/NAME through the gateway until it reaches ``until`` (or fails)."""
-        deadline = time.monotonic() + INDEX_TIMEOUT_S
+    def wait_repo(self, client: httpx.Client, name: str, timeout: float = INDEX_TIMEOUT_S) -> dict:
+        """Poll /repos/NAME through the gateway until it is ready (or failed)."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             body = client.get(f"/repos/{name}").json()
-            if body["status"] == until or body["status"] == "error":
+            if body["status"] in ("ready", "error"):
                 return body
             time.sleep(0.5)
-        raise AssertionError(f"{name} not {until}: {body}")
+        raise AssertionError(f"{name} not ready after {timeout:.0f} s: {body}")
 
 
 def _free_ports(n: int) -> list[int]:
@@ -259,7 +260,7 @@ def test_killed_embedder_worker_mid_index_still_ends_ready_and_complete(suite: S
     worker = suite.compose("ps", "-q", "embedder-worker").stdout.split()
     subprocess.run(["docker", "kill", *worker], check=True, capture_output=True)
     suite.compose("start", "embedder-worker")
-    beta = suite.wait_repo(client, "beta")
+    beta = suite.wait_repo(client, "beta", RECOVERY_TIMEOUT_S)
     assert beta["status"] == "ready", beta
     client.post("/repos", json={"name": "gamma", "path": str(suite.repos / "gamma")})
     gamma = suite.wait_repo(client, "gamma")

@@ -190,3 +190,10 @@ def test_shared_imports_only_its_declared_dependencies() -> None:
         with_extra = declared | _with_dependencies(_requirement_names(extras[extra]))
         missing = sorted(_distributions_of(imports) - with_extra)
         assert not missing, f"shared/ imports {missing}, absent from core + [{extra}]"
+
+
+def test_the_retriever_image_can_start_from_the_embedders_packages() -> None:
+    """deploy/Dockerfile installs [retriever] on top of [embedder]'s packages; that is only
+    `.[retriever]` while every embedder requirement is a retriever requirement too."""
+    extras = _project()["optional-dependencies"]
+    assert set(extras["embedder"]) <= set(extras["retriever"])

@@ -23,6 +23,11 @@ ROUTES = (
     ("/retrieve", "retriever"),
     ("/embed", "embedder"),
     ("/ask", "generator"),
+    ("/static", "parser"),
+    ("/mcp", "parser"),
+    ("/metrics", "parser"),
+    ("/docs", "parser"),
+    ("/openapi.json", "parser"),
 )
 """Path prefixes and the service that serves them."""
 
@@ -47,6 +52,8 @@ def upstreams_of(settings: Settings) -> dict[str, str]:
 
 def owner(path: str) -> str | None:
     """The service that serves a path, or None."""
+    if path == "/":
+        return "parser"  # the web page; its assets are under /static
     for prefix, service in ROUTES:
         if path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + "."):
             return service

@@ -2,10 +2,11 @@
 
 WAL mode lets readers run beside the single writer, so a long index write never blocks /search.
 In compose several processes (services and their workers) write the same file, so each write is
-one short ``BEGIN IMMEDIATE`` transaction: the write lock is taken before the first statement
-(a deferred transaction that reads and then writes fails at once with "database is locked" when
-another process committed in between, busy timeout or not), and taking it is retried with
-backoff when another process holds it longer than the busy timeout.
+one short ``BEGIN IMMEDIATE`` transaction: the write lock is taken before the first statement,
+so a write that reads first sees the last commit of every process (Python's default begins only
+before the first INSERT/UPDATE, and a read-then-write loses updates across processes; a deferred
+transaction that reads and then writes fails with "database is locked" instead), and taking the
+lock is retried with backoff when another process holds it longer than the busy timeout.
 """
 
 from __future__ import annotations

@@ -1,0 +1,89 @@
+"""20 processes writing one SQLite file at once, with the writer of this checkout or of another
+git revision (its ``shared/coderag/store/sqlite.py``, which imports only the standard library).
+
+    python bench/sqlite_writers.py            # this checkout
+    python bench/sqlite_writers.py --rev main # the writer on main
+
+Prints the errors seen, the audit rows written (of 500) and the distinct values of a counter
+bumped by read-then-write transactions (500 distinct means no update was lost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import multiprocessing
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WRITERS, ROWS = 20, 25
+
+
+def _load(path: str):
+    spec = importlib.util.spec_from_file_location("writer_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Database
+
+
+def _bump(conn: sqlite3.Connection) -> None:
+    n = conn.execute("SELECT count(*) FROM counter").fetchone()[0]
+    conn.execute("INSERT INTO counter (n) VALUES (?)", (n + 1,))
+
+
+def _audit(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO audit (user, endpoint, repo, query, retrieved_files, response_ms, status) "
+        "VALUES ('u', '/search', 'r', 'q', '[]', 1, 'ok')"
+    )
+
+
+def _writer(module_path: str, db_path: str, start) -> str:
+    try:
+        db = _load(module_path)(Path(db_path))
+        db.write(lambda c: c.execute("CREATE TABLE IF NOT EXISTS counter (n INTEGER NOT NULL)"))
+        start.wait()
+        for _ in range(ROWS):
+            db.write(_audit)
+            db.write(_bump)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def main() -> None:
+    """Run the writers and print what they left."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rev", help="git revision whose writer to use (default: this checkout)")
+    args = p.parse_args()
+    work = Path(tempfile.mkdtemp())
+    module = HERE.parent / "shared/coderag/store/sqlite.py"
+    if args.rev:
+        module = work / "sqlite_rev.py"
+        text = subprocess.run(
+            ["git", "show", f"{args.rev}:shared/coderag/store/sqlite.py"],
+            cwd=HERE,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        module.write_text(text)
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Manager().Barrier(WRITERS)
+    with ctx.Pool(WRITERS) as pool:
+        errors = pool.starmap(_writer, [(str(module), str(work / "x.db"), start)] * WRITERS)
+    conn = sqlite3.connect(work / "x.db")
+    rows = conn.execute("SELECT count(*) FROM audit").fetchone()[0]
+    distinct = conn.execute("SELECT count(DISTINCT n) FROM counter").fetchone()[0]
+    print(f"writer: {args.rev or 'this checkout'}")
+    print(f"errors: {sorted({e for e in errors if e})[:3]}")
+    print(f"audit rows: {rows} of {WRITERS * ROWS}; distinct counter values: {distinct}")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
