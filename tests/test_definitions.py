@@ -123,3 +123,14 @@ def test_symbol_rows_name_each_definition_once_with_its_kind() -> None:
     ts = Counter((s["name"], s["kind"]) for s in _parse("typescript", "sample.ts").symbols)
     assert ts[("onLoad", "method")] == 1 and ("onLoad", "variable") not in ts
     assert ts[("parseId", "function")] == 1
+
+
+def test_javascript_class_fields_holding_functions_and_computed_names() -> None:
+    units = _parse("javascript", "sample.js").units
+    add = _one(units, "Cart.add")
+    assert (add.kind, add.start_line, add.end_line, add.doc) == ("method", 21, 24, "Adds an item.")
+    assert (_one(units, "Cart.items").kind, _one(units, "Cart.items").doc) == (
+        "variable",
+        "Items in the cart.",
+    )
+    assert _one(units, "Cart.[Symbol.iterator]").kind == "method"
