@@ -134,3 +134,21 @@ def test_javascript_class_fields_holding_functions_and_computed_names() -> None:
         "Items in the cart.",
     )
     assert _one(units, "Cart.[Symbol.iterator]").kind == "method"
+
+
+def test_exported_fields_above_the_first_method_are_members_not_header() -> None:
+    units = _parse("java", "Sample.java").units
+    assert (_one(units, "Limits").start_line, _one(units, "Limits").end_line) == (56, 57)
+    field = _one(units, "Limits.MAX_LINES")
+    assert (field.kind, field.start_line, field.doc) == ("constant", 58, "Most lines in one order.")
+    assert "private final Repo repo;" in _one(units, "OrderService").text  # plain fields stay
+
+
+def test_a_class_doc_longer_than_a_split_leaves_the_header_small() -> None:
+    doc = "/**\n" + "".join(f" * Line {i} of a long class comment.\n" for i in range(600)) + " */\n"
+    src = doc + "public class Big {\n    int size() { return 0; }\n}\n"
+    units = extract_units("r", "Big.java", "java", src)
+    big = _one(units, "Big")
+    assert (big.start_line, big.end_line) == (603, 603)
+    assert big.doc.startswith("Line 0 of a long class comment.")
+    assert all(u.end_line - u.start_line < 510 for u in units)
