@@ -152,3 +152,10 @@ def test_a_class_doc_longer_than_a_split_leaves_the_header_small() -> None:
     assert (big.start_line, big.end_line) == (603, 603)
     assert big.doc.startswith("Line 0 of a long class comment.")
     assert all(u.end_line - u.start_line < 510 for u in units)
+
+
+def test_export_is_read_from_the_declaration_not_its_value() -> None:
+    src = 'class A {\n    void f() {}\n\n    private static final String MODE = "public";\n}\n'
+    units = extract_units("r", "A.java", "java", src)
+    assert not any(u.symbol == "A.MODE" for u in units)
+    assert any(u.kind == "block" and "MODE" in u.text for u in units)
