@@ -34,6 +34,7 @@ NAMED: dict[str, list[str]] = {
     ],
     "typescript": [
         r"^export (?:default )?(?:async )?function\*? (\w+)",
+        r"^export (?:declare )?(?:const )?enum (\w+)",
         r"^export (?:const|let) (\w+)",
         r"^export (?:default )?(?:abstract )?class (\w+)",
         r"^export (?:interface|type|enum) (\w+)",

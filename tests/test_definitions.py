@@ -123,3 +123,39 @@ def test_symbol_rows_name_each_definition_once_with_its_kind() -> None:
     ts = Counter((s["name"], s["kind"]) for s in _parse("typescript", "sample.ts").symbols)
     assert ts[("onLoad", "method")] == 1 and ("onLoad", "variable") not in ts
     assert ts[("parseId", "function")] == 1
+
+
+def test_javascript_class_fields_holding_functions_and_computed_names() -> None:
+    units = _parse("javascript", "sample.js").units
+    add = _one(units, "Cart.add")
+    assert (add.kind, add.start_line, add.end_line, add.doc) == ("method", 21, 24, "Adds an item.")
+    assert (_one(units, "Cart.items").kind, _one(units, "Cart.items").doc) == (
+        "variable",
+        "Items in the cart.",
+    )
+    assert _one(units, "Cart.[Symbol.iterator]").kind == "method"
+
+
+def test_exported_fields_above_the_first_method_are_members_not_header() -> None:
+    units = _parse("java", "Sample.java").units
+    assert (_one(units, "Limits").start_line, _one(units, "Limits").end_line) == (56, 57)
+    field = _one(units, "Limits.MAX_LINES")
+    assert (field.kind, field.start_line, field.doc) == ("constant", 58, "Most lines in one order.")
+    assert "private final Repo repo;" in _one(units, "OrderService").text  # plain fields stay
+
+
+def test_a_class_doc_longer_than_a_split_leaves_the_header_small() -> None:
+    doc = "/**\n" + "".join(f" * Line {i} of a long class comment.\n" for i in range(600)) + " */\n"
+    src = doc + "public class Big {\n    int size() { return 0; }\n}\n"
+    units = extract_units("r", "Big.java", "java", src)
+    big = _one(units, "Big")
+    assert (big.start_line, big.end_line) == (603, 603)
+    assert big.doc.startswith("Line 0 of a long class comment.")
+    assert all(u.end_line - u.start_line < 510 for u in units)
+
+
+def test_export_is_read_from_the_declaration_not_its_value() -> None:
+    src = 'class A {\n    void f() {}\n\n    private static final String MODE = "public";\n}\n'
+    units = extract_units("r", "A.java", "java", src)
+    assert not any(u.symbol == "A.MODE" for u in units)
+    assert any(u.kind == "block" and "MODE" in u.text for u in units)

@@ -105,7 +105,8 @@ def find_definitions(matches: list, language: str) -> tuple[list[Definition], li
 
 def _exported(language: str, d: Definition, outer: Node) -> bool:
     field, pattern = EXPORTED.get(language, EXPORT_KEYWORD)
-    return bool(re.search(pattern, d.name if field == "name" else _text(outer)))
+    declared = _text(outer).split("=", 1)[0]  # not a `public` inside the value
+    return bool(re.search(pattern, d.name if field == "name" else declared))
 
 
 def _definition(node: Node, kind: str, caps: dict) -> tuple[Definition, Node]:

@@ -139,14 +139,16 @@ def _code_units(
     def walk(d: Definition, scope: list[str]) -> None:
         symbol = _qualify(d, scope)
         if d.kind in CONTAINERS:
-            # fields above the first member are the header's; documented ones below stand alone
-            members = [c for c in d.children if c.kind not in SYMBOL_ONLY]
-            header_end = max(min((c.start for c in members), default=d.end + 1) - 1, d.start)
-            header = "\n".join(lines[d.start : header_end + 1])
-            methods = [c for c in members if c.kind not in CONTAINERS]
+            # plain fields stay in the header; exported or documented ones are members
+            header_end = max(min((c.start for c in d.children), default=d.end + 1) - 1, d.start)
+            start = d.start
+            if header_end - start + 1 > SPLIT_LINES:
+                start = d.node.start_point[0]  # a doc this long is read as blocks of its own
+            header = "\n".join(lines[start : header_end + 1])
+            methods = [c for c in d.children if c.kind not in CONTAINERS | SYMBOL_ONLY]
             listed = [f"  {_signature(m, data)}" for m in methods if not m.name.startswith("_")]
             text = header + ("\n# public methods:\n" + "\n".join(listed) if listed else "")
-            emit(d.kind, symbol, d.start, header_end, d, text)
+            emit(d.kind, symbol, start, header_end, d, text)
             for child in d.children:
                 if child.start > header_end:
                     walk(child, [*scope, d.name])

@@ -4,9 +4,19 @@
   body: (class_body) @body) @definition.class
 
 (method_definition
-  name: [(property_identifier) (private_property_identifier)] @name
+  name: [(property_identifier) (private_property_identifier) (computed_property_name)] @name
   parameters: (formal_parameters) @params
   body: (statement_block) @body) @definition.method
+
+;; class fields: a field holding a function is a method, a documented one between methods a unit
+(class_body
+  (field_definition
+    property: [(property_identifier) (private_property_identifier) (computed_property_name)] @name) @definition.variable)
+(field_definition
+  property: [(property_identifier) (private_property_identifier) (computed_property_name)] @name
+  value: [(arrow_function
+            [parameters: (formal_parameters) parameter: (identifier)] @params body: (_) @body)
+          (function_expression parameters: (formal_parameters) @params body: (_) @body)]) @definition.method
 
 (function_declaration
   name: (identifier) @name
