@@ -95,8 +95,8 @@ def test_a_killed_worker_is_retried_and_ends_equal_to_a_full_index(
     first = workers()
     with api() as client:
         assert client.post("/repos", json={"name": "killed", "path": str(root)}).status_code == 202
-        wait_for("killed", lambda r: (r.progress or "").startswith("embedding"))
-        kill9(first)  # mid-embedding: units recorded, vectors half written
+        wait_for("killed", lambda r: (r.progress or "").startswith("parsing"))
+        kill9(first)  # mid-parse: the job dies with its lease; nothing is recorded yet
         assert get_catalog().get_repo("killed").status == "indexing"
         workers()
         repo = wait_for("killed", lambda r: r.status in ("ready", "error"))
