@@ -46,10 +46,30 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen:
         )
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (rq puts its work horse in a session of its own)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def kill9(proc: subprocess.Popen) -> None:
-    """SIGKILL a worker's whole process group, as a container kill or the OOM killer would."""
+    """SIGKILL a worker with its work horse and every other child, as a container kill or the
+    OOM killer would."""
+    below = descendants(proc.pid)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+    for pid in below:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait(30)
 
 

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from redis import Redis
 from rq import Queue
 from rq.job import Job
-from rq.registry import FinishedJobRegistry
+from rq.registry import FinishedJobRegistry, StartedJobRegistry
 
 from coderag.app import create_app
 from coderag.schemas import RepoOut
@@ -95,8 +95,11 @@ def test_a_killed_worker_is_retried_and_ends_equal_to_a_full_index(
     first = workers()
     with api() as client:
         assert client.post("/repos", json={"name": "killed", "path": str(root)}).status_code == 202
-        wait_for("killed", lambda r: (r.progress or "").startswith("embedding"))
-        kill9(first)  # mid-embedding: units recorded, vectors half written
+        embedding = StartedJobRegistry(
+            queue=Queue("embedder", connection=Redis.from_url(redis.url))
+        )
+        wait_for("killed", lambda r: bool(embedding.get_job_ids()))
+        kill9(first)  # mid-embedding: units recorded, vectors not (or half) written
         assert get_catalog().get_repo("killed").status == "indexing"
         workers()
         repo = wait_for("killed", lambda r: r.status in ("ready", "error"))
