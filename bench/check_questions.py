@@ -10,9 +10,11 @@ line::
 Checks: schema, unique ids, gold files exist under the fetched corpus root, ranges lie
 inside the file with ``start_line <= end_line``, every gold range starts (after any
 decorators) at a def/class/func/type/const/var or an assignment, Python ranges span exactly
-one definition or assignment, Go ranges have balanced brackets, ``absent`` questions have no
+one definition or assignment, Go ranges have balanced brackets, TypeScript, Java and Rust
+ranges start (after annotations or attributes) at a definition of that language and keep
+their brackets balanced and never closed below the start, ``absent`` questions have no
 gold and ``chain`` questions have at least two links. It also enforces the question mix
-(at least a quarter Chinese per non-absent type, at least ten chain and one absent question
+(at least a quarter Chinese per non-absent type, at least six chain and one absent question
 per corpus), prints counts per corpus x type x lang and exits non-zero on any error.
 
 Usage::
@@ -36,13 +38,14 @@ QUESTIONS_DIR = BENCH_DIR / "questions"
 sys.path.insert(0, str(BENCH_DIR))
 
 import fetch  # noqa: E402
+import gold_syntax  # noqa: E402
 
 TYPES = ("lookup", "descriptive", "chain", "absent")
 LANGS = ("en", "zh")
 KEYS = {"id", "lang", "type", "query", "gold"}
 GOLD_KEYS = {"file", "start_line", "end_line"}
 MIN_ZH_SHARE = 0.25
-MIN_CHAIN = 10
+MIN_CHAIN = 6
 MIN_ABSENT = 1
 
 DEF_START = re.compile(
@@ -202,6 +205,10 @@ class Checker:
         if end > len(lines):
             self.error(where, f"{rel}:{start}-{end} beyond end of file ({len(lines)} lines)")
             return
+        language = gold_syntax.language_of(rel)
+        if language is not None:
+            self.check_braced(where, rel, lines, start, end, language)
+            return
         head = skip_decorators(lines, start, end)
         if head is None or not DEF_START.match(lines[head - 1].strip()):
             self.error(where, f"{rel}:{start} does not start a definition or assignment")
@@ -218,6 +225,18 @@ class Checker:
             balance = go_bracket_balance("\n".join(lines[start - 1 : end]))
             if balance != 0:
                 self.error(where, f"{rel}:{start}-{end} has unbalanced brackets ({balance:+d})")
+
+    def check_braced(
+        self, where: str, rel: str, lines: list[str], start: int, end: int, language: str
+    ) -> None:
+        """Check a TypeScript, Java or Rust range: a definition start and whole brackets."""
+        head = gold_syntax.skip_attributes(language, lines, start, end)
+        if head is None or not gold_syntax.starts_definition(language, lines[head - 1]):
+            self.error(where, f"{rel}:{start} does not start a {language} definition")
+            return
+        net, low = gold_syntax.bracket_depths("\n".join(lines[start - 1 : end]), language)
+        if net != 0 or low < 0:
+            self.error(where, f"{rel}:{start}-{end} has unbalanced brackets ({net:+d}, low {low})")
 
     def check_mix(self) -> None:
         """Enforce the per-corpus question mix."""
@@ -238,7 +257,7 @@ class Checker:
     def report(self) -> None:
         """Print the corpus x type x lang count table."""
         corpora = sorted({corpus for corpus, _, _ in self.counts})
-        header = f"{'corpus':<10}" + "".join(
+        header = f"{'corpus':<16}" + "".join(
             f"{t + '/' + lang:>15}" for t in TYPES for lang in LANGS
         )
         print(header + f"{'total':>8}")
@@ -246,9 +265,9 @@ class Checker:
         for corpus in corpora:
             row = [self.counts[(corpus, t, lang)] for t in TYPES for lang in LANGS]
             grand += sum(row)
-            print(f"{corpus:<10}" + "".join(f"{n:>15}" for n in row) + f"{sum(row):>8}")
+            print(f"{corpus:<16}" + "".join(f"{n:>15}" for n in row) + f"{sum(row):>8}")
         totals = [sum(self.counts[(c, t, lang)] for c in corpora) for t in TYPES for lang in LANGS]
-        print(f"{'all':<10}" + "".join(f"{n:>15}" for n in totals) + f"{grand:>8}")
+        print(f"{'all':<16}" + "".join(f"{n:>15}" for n in totals) + f"{grand:>8}")
 
 
 def skip_decorators(lines: list[str], start: int, end: int) -> int | None:

@@ -6,7 +6,9 @@ sha256 of its downloaded archive:
 * ``kind: "pypi"``: a source archive downloaded with
   ``python3 -m pip download --no-deps --no-binary :all: PACKAGE==VERSION``;
 * ``kind: "debian"``: a ``.deb`` downloaded with ``apt-get download PACKAGE=VERSION`` and
-  unpacked with ``dpkg-deb -x``.
+  unpacked with ``dpkg-deb -x``;
+* ``kind: "npm"``: a package tarball downloaded with ``npm pack PACKAGE@VERSION`` (its files
+  sit under ``package/``, so ``root`` usually starts with ``package/``).
 
 Archives land in ``bench/.cache/archives/``, are verified against the pinned sha256 (a
 mismatch is an error, never silently accepted) and are extracted into
@@ -39,6 +41,7 @@ SRC_DIR = CACHE_DIR / "src"
 
 REQUIRED_KEYS = ("name", "kind", "package", "version", "sha256", "root", "language")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".zip", ".deb")
+KINDS = ("pypi", "debian", "npm")
 
 
 class FetchError(RuntimeError):
@@ -54,7 +57,7 @@ def load_corpora() -> list[dict]:
         missing = [key for key in REQUIRED_KEYS if key not in entry]
         if missing:
             raise FetchError(f"{CORPORA_FILE}: entry {entry!r} lacks {missing}")
-        if entry["kind"] not in ("pypi", "debian"):
+        if entry["kind"] not in KINDS:
             raise FetchError(f"{CORPORA_FILE}: unknown kind {entry['kind']!r}")
     return entries
 
@@ -110,6 +113,9 @@ def run_download(entry: dict, workdir: pathlib.Path) -> None:
             "-d",
             str(workdir),
         ]
+    elif entry["kind"] == "npm":
+        # --ignore-scripts: packing a registry tarball must never run the package's hooks
+        cmd = ["npm", "pack", "--ignore-scripts", f"{entry['package']}@{entry['version']}"]
     else:
         cmd = ["apt-get", "download", f"{entry['package']}={entry['version']}"]
     result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, check=False)

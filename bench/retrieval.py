@@ -26,8 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-DATA = HERE / ".cache" / "data"
-os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
+DATA = Path(os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data")))
 
 import bm25s  # noqa: E402
 import numpy as np  # noqa: E402
@@ -139,19 +138,24 @@ def _weights(settings: Settings, **changes: float) -> str:
     return ",".join(f"{k}:{v}" for k, v in weights.items())
 
 
+def _without(settings: Settings, route: str) -> str:
+    """Route weights with one route left out (not listed: the learned ranker cannot read it)."""
+    return ",".join(f"{k}:{v}" for k, v in settings.weights().items() if k != route)
+
+
 def systems(settings: Settings) -> dict[str, Settings]:
     """coderag's default search, each route alone, and the search with one component changed."""
     learned_ = settings.model_copy(update={"ranker": "learned"})
     fused = settings.model_copy(update={"ranker": "fused"})
     rows = {DEFAULT: learned_, "coderag, fused order (RRF, no learned ranker)": fused}
     for route in ROUTE_NAMES:
-        only = {r: (1.0 if r == route else 0.0) for r in (*ROUTE_NAMES, "history")}
+        only = {r: float(r == route) for r in (*ROUTE_NAMES, "feedback", "history")}
         rows[f"route: {route} only"] = fused.model_copy(
             update={"route_weights": _weights(settings, **only), "expand_depth": 0}
         )
-    for route in ("vector", "vector2", "keyword", "symbol", "exact"):
+    for route in ("vector", "vector2", "keyword", "symbol", "exact", "feedback"):
         rows[f"learned without {route}"] = learned_.model_copy(
-            update={"route_weights": _weights(settings, **{route: 0.0})}
+            update={"route_weights": _without(settings, route)}
         )
     rows["learned + cluster route"] = learned_.model_copy(
         update={"route_weights": _weights(settings, cluster=1.0)}
@@ -262,6 +266,11 @@ def evaluate(
         lines = sum(
             r["lines"] for r in catalog.db.read("SELECT lines FROM files WHERE repo=?", (name,))
         )
+        questions = [q for q in load_questions(name) if q["type"] != "absent"]
+        if sink is not None and split == "tune":
+            dump_features(name, questions, settings, sink)
+        if dump_only:
+            continue
         from coderag_retriever.clusters import refresh as refresh_clusters
 
         silhouette = refresh_clusters(catalog, name, settings)  # for the +cluster row
@@ -272,11 +281,6 @@ def evaluate(
             f"{lines} | {repo.units} | {'(reused)' if reused else f'{index_s:.1f}'} | "
             f"{len(base.chunks)} | {base.chunk_embed_s:.1f} | {silhouette or 0:.2f} |"
         )
-        questions = [q for q in load_questions(name) if q["type"] != "absent"]
-        if sink is not None and split == "tune":
-            dump_features(name, questions, settings, sink)
-        if dump_only:
-            continue
         rank(name, "warm up", K, settings)
         rows = systems(settings)
         for q in questions:
@@ -411,6 +415,11 @@ def main() -> int:
     ap.add_argument("--corpus", action="append", help="only these corpora")
     ap.add_argument("--split", choices=("test", "tune", "all"), default="all")
     ap.add_argument("--reuse", action="store_true", help="keep indexes of an earlier run")
+    ap.add_argument(
+        "--keep-data",
+        action="store_true",
+        help="index every corpus again, but keep the data directory (its embedding cache)",
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "retrieval.md"))
     ap.add_argument("--misses", help="write the tuning split's misses to this JSON file")
     ap.add_argument("--dump-features", help="write the tuning split's ranker features here")
@@ -431,7 +440,7 @@ def main() -> int:
         and args.split in ("all", c.get("split", "tune"))
     ]
     # Cold start unless asked: a warm embedding cache would make index times meaningless.
-    if not args.reuse:
+    if not (args.reuse or args.keep_data):
         shutil.rmtree(DATA, ignore_errors=True)
     features_out = Path(args.dump_features) if args.dump_features else None
     text = evaluate(corpora, args.reuse, features_out, args.dump_only, args.doc_questions)

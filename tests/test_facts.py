@@ -351,12 +351,14 @@ def test_rust() -> None:
         """,
     )
     assert [(u.symbol, u.kind) for u in parsed.units if u.kind not in ("block", "file")] == [
+        ("MAX_ITEMS", "constant"),
         ("OrderService", "type"),
         ("OrderService", "class"),
         ("OrderService.create", "method"),
         ("OrderService.legacy", "method"),
         ("OrderService.validate", "method"),
         ("Store", "interface"),
+        ("Store.save", "method"),
         ("Store.ping", "method"),
     ]
     create = unit(parsed, "OrderService.create")

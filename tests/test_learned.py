@@ -148,3 +148,14 @@ def test_tests_rank_down_for_where_and_up_for_what_should(shop: TestClient) -> N
     where = place("where is the invoice total with tax implemented")
     should = place("what should the invoice total be for an empty invoice, per the tests")
     assert should < where and where > 0
+
+
+def test_feedback_route_reaches_code_through_the_encoders_best_names(shop: TestClient) -> None:
+    no_vocab = get_settings().model_copy(update={"zh_vocab": False})
+    pool = gather("shop", "运费是怎么按重量计算的？", no_vocab)
+    assert pool is not None and pool.query.tokens == []
+    seed = pool.rankings["vector2"][0][0]
+    feedback = [p for p, _ in pool.rankings["feedback"]]
+    # Without the vocabulary the question has no code token: feedback hits come from the seeds.
+    assert seed in feedback[:3]
+    assert pool.routes[feedback[0]].get("feedback") == 1

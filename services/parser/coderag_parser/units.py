@@ -1,20 +1,22 @@
 """Source text -> units, with no I/O and no per-language code: the query's captures decide.
 
-Code units never overlap. Functions and methods are units of their own (nested functions stay in
-their parent); a class becomes a unit of its header (up to its first method) plus a summary of its
-public methods; whatever lines remain (module code, fields between methods) become blank-line
-blocks. Functions over ``SPLIT_LINES`` are split into parts; files without a grammar, or whose parse
-finds nothing, become blank-line blocks. ``facts.py`` adds each unit's semantic facts.
-"""
+Code units never overlap. ``definitions.py`` finds what a reader would call the definitions (each
+from its doc comment to its end, overload signatures merged). Functions, methods, and documented
+or multi-line top-level constants are units of their own (nested functions stay in their parent);
+a class becomes a unit of its header (up to its first member) plus a summary of its public
+methods; whatever lines remain (module code, undocumented fields between methods) become
+blank-line blocks. Functions over ``SPLIT_LINES`` are split into parts; files without a grammar,
+or whose parse finds nothing, become blank-line blocks. ``facts.py`` adds each unit's facts."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from tree_sitter import Node, QueryCursor
+from tree_sitter import QueryCursor
 
 from coderag.schemas import Unit
+from coderag_parser.definitions import CONTAINERS, SYMBOL_ONLY, Definition, find_definitions
 from coderag_parser.facts import DEPRECATED_MARKERS, collect_facts
 from coderag_parser.languages import has_grammar, load_query, parser
 
@@ -27,18 +29,6 @@ PART_LINES = 200
 BLOCK_LINES = 60
 """Blank-line blocks are merged up to about this many lines."""
 
-CONTAINERS = {"class", "interface"}
-"""Definition kinds whose functions are methods."""
-
-SYMBOL_ONLY = {"constant", "variable"}
-"""Definition kinds that enter the symbol table but stay inside blocks rather than units."""
-
-WRAPPERS = {"decorated_definition", "export_statement"}
-"""Parent nodes that belong to the definition they wrap (decorators, ``export``)."""
-
-ATTRIBUTES = {"attribute_item", "decorator"}
-"""Sibling nodes above a definition that belong to it (Rust ``#[...]`` attributes)."""
-
 TEST_PATH = re.compile(
     r"(^|/)(tests?|__tests__|testing|spec)/|(^|/)test_[^/]*\.py$|_test\.(py|go)$|"
     r"\.(test|spec)\.[jt]sx?$|(^|/)src/test/|Tests?\.java$"
@@ -49,24 +39,6 @@ _ASSIGNED = re.compile(
     r"^\s*(?:export\s+)?(?:(?:const|let|var|final|static|public|private|protected|readonly)\s+)*"
     r"([A-Za-z_$][\w$]*)\s*(?::[^=]+)?=[^=]"
 )
-
-
-@dataclass
-class Definition:
-    """A definition the query found; ``start``/``end`` are 0-based rows including wrappers."""
-
-    node: Node
-    kind: str
-    name: str
-    start: int
-    end: int
-    body: Node | None
-    doc: str
-    receiver: str = ""
-    params: str = ""
-    returns: str = ""
-    parent: Definition | None = None
-    children: list[Definition] = field(default_factory=list)
 
 
 @dataclass
@@ -101,7 +73,7 @@ def parse_source(
         data = source.encode("utf-8")
         tree = parser(language).parse(data)
         matches = QueryCursor(load_query(language)).matches(tree.root_node)
-        defs, symbols = _definitions(matches, data)
+        defs, symbols = find_definitions(matches, language)
         if defs or not tree.root_node.has_error:
             units, owners = _code_units(repo, path, language, data, lines, is_test, defs)
             parsed = ParsedFile(units, symbols=_symbol_rows(defs) + symbols)
@@ -113,8 +85,10 @@ def parse_source(
 def _symbol_rows(defs: list[Definition], scope: tuple[str, ...] = ()) -> list[dict]:
     rows = []
     for d in defs:
+        if d.kind in SYMBOL_ONLY:
+            continue  # the query's own symbol rows name every constant of a group
         in_container = d.parent is not None and d.parent.kind in CONTAINERS
-        kind = "method" if in_container else d.kind
+        kind = "method" if in_container and d.kind not in CONTAINERS else d.kind
         rows.append(
             {
                 "name": d.name,
@@ -165,17 +139,20 @@ def _code_units(
     def walk(d: Definition, scope: list[str]) -> None:
         symbol = _qualify(d, scope)
         if d.kind in CONTAINERS:
-            methods = [c for c in d.children if c.kind not in CONTAINERS]
-            header_end = max(min((c.start for c in methods), default=d.end + 1) - 1, d.start)
+            # fields above the first member are the header's; documented ones below stand alone
+            members = [c for c in d.children if c.kind not in SYMBOL_ONLY]
+            header_end = max(min((c.start for c in members), default=d.end + 1) - 1, d.start)
             header = "\n".join(lines[d.start : header_end + 1])
+            methods = [c for c in members if c.kind not in CONTAINERS]
             listed = [f"  {_signature(m, data)}" for m in methods if not m.name.startswith("_")]
             text = header + ("\n# public methods:\n" + "\n".join(listed) if listed else "")
             emit(d.kind, symbol, d.start, header_end, d, text)
             for child in d.children:
-                walk(child, [*scope, d.name])
+                if child.start > header_end:
+                    walk(child, [*scope, d.name])
             return
         in_container = d.parent is not None and d.parent.kind in CONTAINERS
-        kind = "method" if in_container or d.kind == "method" else d.kind
+        kind = d.kind if d.kind in SYMBOL_ONLY else "method" if in_container else d.kind
         if d.end - d.start + 1 <= SPLIT_LINES:
             emit(kind, symbol, d.start, d.end, d)
             return
@@ -208,116 +185,12 @@ def _file_unit(head: Unit, defs: list[Definition], data: bytes) -> Unit:
     )
 
 
-def _definitions(matches: list, data: bytes) -> tuple[list[Definition], list[dict]]:
-    """Top-level unit definitions (containers hold their methods) and symbol-only rows."""
-    found: dict[tuple[int, int], Definition] = {}
-    symbols: list[dict] = []
-    for _, caps in matches:
-        kind_key = next((k for k in caps if k.startswith("definition.")), None)
-        if kind_key is None or "name" not in caps:
-            continue
-        node = caps[kind_key][0]
-        kind = kind_key.split(".", 1)[1]
-        name = _text(caps["name"][0])
-        if kind in SYMBOL_ONLY:
-            symbols.append(
-                {
-                    "name": name,
-                    "qualified": name,
-                    "kind": kind,
-                    "start_line": node.start_point[0] + 1,
-                    "end_line": node.end_point[0] + 1,
-                }
-            )
-            continue
-        outer = node.parent if node.parent is not None and node.parent.type in WRAPPERS else node
-        doc = _doc_text(caps["doc"][0]) if "doc" in caps else _comment_doc(outer)
-        found[(node.start_byte, node.end_byte)] = Definition(
-            node=node,
-            kind=kind,
-            name=name,
-            start=_with_comments(outer),
-            end=outer.end_point[0],
-            body=caps["body"][0] if "body" in caps else None,
-            doc=doc,
-            receiver=_text(caps["receiver"][0]) if "receiver" in caps else "",
-            params=_text(caps["params"][0]) if "params" in caps else "",
-            returns=_text(caps["returns"][0]) if "returns" in caps else "",
-        )
-    ordered = sorted(found.values(), key=lambda d: (d.node.start_byte, -d.node.end_byte))
-    roots: list[Definition] = []
-    stack: list[Definition] = []
-    for d in ordered:
-        while stack and stack[-1].node.end_byte < d.node.end_byte:
-            stack.pop()
-        parent = stack[-1] if stack else None
-        if parent is None:
-            roots.append(d)
-        elif parent.kind in CONTAINERS:
-            d.parent = parent
-            parent.children.append(d)
-        else:
-            continue  # nested in a function: part of that function's unit
-        stack.append(d)
-    return roots, symbols
-
-
-def _last_row(node: Node) -> int:
-    """Last row a node really occupies (a Rust ``///`` comment ends at column 0 of the next)."""
-    row, col = node.end_point
-    return row - 1 if col == 0 and row > node.start_point[0] else row
-
-
-def _leading(node: Node) -> list[Node]:
-    """Comments and attributes directly above a node, nearest first."""
-    out: list[Node] = []
-    start = node.start_point[0]
-    prev = node.prev_sibling
-    while (
-        prev is not None
-        and ("comment" in prev.type or prev.type in ATTRIBUTES)
-        and _last_row(prev) >= start - 1
-    ):
-        out.append(prev)
-        start = prev.start_point[0]
-        prev = prev.prev_sibling
-    return out
-
-
-def _with_comments(node: Node) -> int:
-    """First row of the node, extended over comments and attributes directly above it."""
-    leading = _leading(node)
-    return leading[-1].start_point[0] if leading else node.start_point[0]
-
-
-def _comment_doc(node: Node) -> str:
-    parts = [_text(n) for n in reversed(_leading(node)) if "comment" in n.type]
-    return _doc_text_raw("\n".join(parts))
-
-
-def _doc_text(node: Node) -> str:
-    return _doc_text_raw(_text(node))
-
-
-def _doc_text_raw(raw: str) -> str:
-    cleaned = []
-    for line in raw.splitlines():
-        line = re.sub(r'^\s*(?:///?|/\*\*?|\*/|\*|#|"""|\'\'\')\s?', "", line)
-        line = re.sub(r'(?:\*/|"""|\'\'\')\s*$', "", line)
-        cleaned.append(line.rstrip())
-    return "\n".join(cleaned).strip()[:2000]
-
-
-def _text(node: Node) -> str:
-    return (node.text or b"").decode("utf-8", "replace")
-
-
 def _signature(d: Definition, data: bytes) -> str:
     end = d.body.start_byte if d.body is not None else d.node.end_byte
     if d.body is not None and d.kind == "type":
         end = d.body.end_byte if d.body.end_byte - d.node.start_byte < 200 else d.body.start_byte
     sig = data[d.node.start_byte : end].decode("utf-8", "replace")
-    sig = re.sub(r"\s+", " ", sig).strip().rstrip("{:=").strip()
+    sig = re.sub(r"\s+", " ", sig).strip().rstrip("{:=;").strip()
     return sig[:300]
 
 
@@ -367,8 +240,9 @@ def _blocks(
         groups.append(current)
     merged: list[list[int]] = []
     for g in groups:
-        if not re.search(r"\w{2}", " ".join(lines[r] for r in g)):
-            continue  # closing braces and the like carry nothing to search for
+        words = re.findall(r"\w{2,}", " ".join(lines[r] for r in g))
+        if not words or (len(g) == 1 and len(words) == 1):
+            continue  # braces, or a group's lone `type (`, carry nothing to search for
         gap = range(merged[-1][-1] + 1, g[0]) if merged else range(0)
         # merge only across blank lines: a unit between two groups must stay outside the block
         if (

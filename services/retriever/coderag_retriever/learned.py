@@ -22,7 +22,7 @@ from coderag_retriever.index import RepoIndex
 from coderag_retriever.query import Query
 from coderag_retriever.text import code_tokens, has_chinese
 
-RANKED_ROUTES = ("vector", "vector2", "keyword", "symbol", "exact")
+RANKED_ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "feedback")
 """Routes whose rank and score are features."""
 
 DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
@@ -41,6 +41,8 @@ FEATURES = (
     "graph_only",
     "adjacent_seeds",
     "adjacent_first",
+    "file_share",
+    "file_rr",
     "test_unasked",
     "test_asked",
     "kind_callable",
@@ -90,6 +92,13 @@ def features(
     zh = has_chinese(query.text)
     words = set(query.tokens)
     order = sorted(candidates, key=lambda p: -candidates[p].expanded)
+    # A file whose units rank well together is likely the right place (answers cluster in files).
+    per_file: dict[str, float] = {}
+    for p in order:
+        f = index.units[p].file
+        per_file[f] = per_file.get(f, 0.0) + candidates[p].expanded
+    total = sum(per_file.values()) or 1.0
+    file_order = {f: i for i, f in enumerate(sorted(per_file, key=lambda f: -per_file[f]), 1)}
     rows = []
     for pos in order:
         c, u = candidates[pos], index.units[pos]
@@ -105,6 +114,8 @@ def features(
             float(not c.ranks),
             adjacent,
             float(c.adjacent_first),
+            (per_file[u.file] - c.expanded) / total,
+            1.0 / file_order[u.file],
             float(u.is_test and not query.about_tests),
             float(u.is_test and query.about_tests),
             float(u.kind in ("function", "method")),
@@ -125,17 +136,22 @@ def features(
 
 @dataclass(frozen=True)
 class Ranker:
-    """A logistic model over standardised features."""
+    """A linear score over standardised features, and a logistic calibration of that score."""
 
     mean: np.ndarray
     scale: np.ndarray
     weights: np.ndarray
     bias: float
+    calibration: tuple[float, float] = (1.0, 0.0)
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        """The ranking score of each row."""
+        return ((x - self.mean) / self.scale) @ self.weights + self.bias
 
     def probability(self, x: np.ndarray) -> np.ndarray:
-        """P(candidate is an answer) for each row."""
-        z = ((x - self.mean) / self.scale) @ self.weights + self.bias
-        return 1.0 / (1.0 + np.exp(-z))
+        """P(candidate is an answer) for each row; orders rows as ``score`` does."""
+        a, b = self.calibration
+        return 1.0 / (1.0 + np.exp(-(a * self.score(x) + b)))
 
     def to_json(self, trained_on: dict) -> str:
         """The shipped form, with how it was trained."""
@@ -146,6 +162,7 @@ class Ranker:
                 "scale": self.scale.round(6).tolist(),
                 "weights": self.weights.round(6).tolist(),
                 "bias": round(self.bias, 6),
+                "calibration": [round(c, 6) for c in self.calibration],
                 "trained_on": trained_on,
             },
             indent=1,
@@ -158,7 +175,11 @@ def parse(text: str) -> Ranker:
     if tuple(data["features"]) != FEATURES:
         raise ValueError("ranker.json was trained on other features; retrain it")
     return Ranker(
-        np.array(data["mean"]), np.array(data["scale"]), np.array(data["weights"]), data["bias"]
+        np.array(data["mean"]),
+        np.array(data["scale"]),
+        np.array(data["weights"]),
+        data["bias"],
+        tuple(data.get("calibration", (1.0, 0.0))),
     )
 
 
@@ -197,3 +218,38 @@ def fit(
         if np.abs(step).max() < 1e-7:
             break
     return Ranker(mean, scale, w[:-1], float(w[-1]))
+
+
+def fit_listwise(
+    groups: list[tuple[np.ndarray, np.ndarray]], l2: float = 1.0, weight: list[float] | None = None
+) -> Ranker:
+    """Train on whole candidate lists: softmax cross-entropy of each question's candidates
+    against its gold units (ListNet), then calibrate the score to a probability."""
+    from scipy.optimize import minimize
+
+    weight = [1.0] * len(groups) if weight is None else weight
+    kept = [(x, y, g) for (x, y), g in zip(groups, weight, strict=True) if y.sum() > 0]
+    groups = [(x, y) for x, y, _ in kept]
+    allx = np.vstack([x for x, _ in groups])
+    mean, scale = allx.mean(axis=0), allx.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    zs = [((x - mean) / scale, y / y.sum()) for x, y in groups]
+    qw = [g for _, _, g in kept]
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        total, grad = 0.5 * l2 * w @ w, l2 * w
+        for (z, t), g in zip(zs, qw, strict=True):
+            s = z @ w
+            s = s - s.max()
+            p = np.exp(s) / np.exp(s).sum()
+            total -= g * float(t @ np.log(p + 1e-12))
+            grad = grad + g * (z.T @ (p - t))
+        return total, grad
+
+    w = minimize(loss, np.zeros(allx.shape[1]), jac=True, method="L-BFGS-B").x
+    ranker = Ranker(mean, scale, w, 0.0)
+    s = np.concatenate([ranker.score(x) for x, _ in groups])
+    y = np.concatenate([(y > 0).astype(float) for _, y in groups])
+    cal = fit(s[:, None], y, l2=1e-3)
+    a = cal.weights[0] / cal.scale[0]
+    return Ranker(mean, scale, w, 0.0, (float(a), float(cal.bias - a * cal.mean[0])))

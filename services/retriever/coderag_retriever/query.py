@@ -26,6 +26,7 @@ class Query:
     lowered: str = field(init=False)
     about_tests: bool = field(init=False)
     candidates: list[int] = field(default_factory=list, init=False)
+    rankings: dict[str, list[tuple[int, float]]] = field(default_factory=dict, init=False)
     _vectors: dict[str, np.ndarray | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -108,14 +108,22 @@ def gather(repo: str, text: str, settings: Settings) -> Pool | None:
         return None
     query = Query(repo, text, vocab=settings.zh_vocab)
     weights = settings.weights()
+
+    def runs(name: str) -> bool:
+        # The learned ranker reads a listed route's ranks even when the fusion weighs it 0.
+        if weights.get(name, 0.0) > 0:
+            return True
+        return settings.ranker == "learned" and name in weights and name in learned.RANKED_ROUTES
+
     rankings = {
         name: route(query, index, settings.route_depth)
         for name, route in ROUTES.items()
-        if weights.get(name, 0.0) > 0
+        if runs(name)
     }
     query.candidates = sorted({p for ranked in rankings.values() for p, _ in ranked})
+    query.rankings = dict(rankings)
     for name, route in PRIOR_ROUTES.items():
-        if weights.get(name, 0.0) > 0:
+        if runs(name):
             rankings[name] = route(query, index, settings.route_depth)
     if settings.query_rewrite == "llm":
         for i, extra in enumerate(llm_queries(text, settings), 1):

@@ -12,19 +12,25 @@
   result: (_)? @returns
   body: (block) @body) @definition.method
 
+; The definition is the type_spec: a lone `type X ...` takes its `type` keyword and doc comment
+; along (type_declaration is a wrapper), each spec of a `type ( ... )` group stands alone.
 (type_declaration
   (type_spec
     name: (type_identifier) @name
-    type: (interface_type) @body)) @definition.interface
+    type: (interface_type) @body) @definition.interface)
 
 (type_declaration
   (type_spec
     name: (type_identifier) @name
     type: [(struct_type) (type_identifier) (qualified_type) (function_type) (map_type)
-           (slice_type) (pointer_type) (channel_type) (array_type) (generic_type)] @body)) @definition.type
+           (slice_type) (pointer_type) (channel_type) (array_type) (generic_type)] @body) @definition.type)
+(type_declaration
+  (type_alias name: (type_identifier) @name type: (_) @body) @definition.type)
 
+; a const or var declaration (a parenthesised group is one unit, named by its first name)
 (source_file (const_declaration (const_spec name: (identifier) @name)) @definition.constant)
-(source_file (var_declaration (var_spec name: (identifier) @name)) @definition.variable)
+(source_file (var_declaration [(var_spec name: (identifier) @name)
+                               (var_spec_list (var_spec name: (identifier) @name))]) @definition.variable)
 
 (call_expression function: (identifier) @name) @reference.call
 (call_expression

@@ -11,16 +11,21 @@
   name: (identifier) @name
   body: (enum_body) @body) @definition.class
 
+(annotation_type_declaration
+  name: (identifier) @name
+  body: (annotation_type_body) @body) @definition.interface
+
 (record_declaration
   name: (identifier) @name
   parameters: (formal_parameters)? @params
   body: (class_body) @body) @definition.class
 
+; bodiless (interface and abstract) methods too: each is the definition a reader looks up
 (method_declaration
   type: (_) @returns
   name: (identifier) @name
   parameters: (formal_parameters) @params
-  body: (block) @body) @definition.method
+  body: (block)? @body) @definition.method
 
 (constructor_declaration
   name: (identifier) @name
@@ -33,6 +38,8 @@
   declarator: (variable_declarator name: (identifier) @name)) @definition.constant
   (#match? @_mods "\\bstatic\\b") (#match? @_mods "\\bfinal\\b"))
 (constant_declaration declarator: (variable_declarator name: (identifier) @name)) @definition.constant
+; other fields: documented ones between methods become units of their own
+(field_declaration declarator: (variable_declarator name: (identifier) @name)) @definition.variable
 
 (method_invocation
   object: (_)? @call.receiver

@@ -7,6 +7,15 @@
   return_type: (_)? @returns
   body: (block) @body) @definition.function
 
+; a trait's required methods (`fn f(&self);`) are methods like its provided ones
+(declaration_list
+  (function_signature_item
+    name: (identifier) @name
+    parameters: (parameters) @params
+    return_type: (_)? @returns) @definition.function)
+
+(macro_definition name: (identifier) @name) @definition.function
+
 (impl_item
   type: [(type_identifier) @name
          (scoped_type_identifier name: (type_identifier) @name)

@@ -20,11 +20,49 @@
   body: (enum_body) @body) @definition.type
 
 (method_definition
-  name: [(property_identifier) (private_property_identifier)] @name
+  name: [(property_identifier) (private_property_identifier) (computed_property_name)] @name
   parameters: (formal_parameters) @params
   return_type: [(type_annotation (_) @returns) (type_predicate_annotation (_) @returns)
                 (asserts_annotation (_) @returns)]?
   body: (statement_block) @body) @definition.method
+
+;; overload signatures (and ambient `declare function`): merged with the same-named definition
+;; that follows them, or into one declaration when none does
+(function_signature
+  name: (identifier) @name
+  parameters: (formal_parameters) @params
+  return_type: [(type_annotation (_) @returns) (type_predicate_annotation (_) @returns)
+                (asserts_annotation (_) @returns)]?) @definition.overload
+(class_body
+  (method_signature
+    name: [(property_identifier) (private_property_identifier) (computed_property_name)] @name
+    parameters: (formal_parameters) @params
+    return_type: [(type_annotation (_) @returns) (type_predicate_annotation (_) @returns)
+                  (asserts_annotation (_) @returns)]?) @definition.overload)
+(abstract_method_signature
+  name: [(property_identifier) (private_property_identifier) (computed_property_name)] @name
+  parameters: (formal_parameters) @params
+  return_type: [(type_annotation (_) @returns) (type_predicate_annotation (_) @returns)
+                (asserts_annotation (_) @returns)]?) @definition.method
+
+;; other class fields: documented ones between methods become units of their own
+(class_body
+  (public_field_definition
+    name: [(property_identifier) (private_property_identifier) (computed_property_name)] @name) @definition.variable)
+
+;; class fields holding a function (`handle = (e) => {...}`) are methods
+(public_field_definition
+  name: [(property_identifier) (private_property_identifier) (computed_property_name)] @name
+  value: [(arrow_function
+            [parameters: (formal_parameters) parameter: (identifier)] @params
+            return_type: [(type_annotation (_) @returns) (type_predicate_annotation (_) @returns)
+                          (asserts_annotation (_) @returns)]?
+            body: (_) @body)
+          (function_expression
+            parameters: (formal_parameters) @params
+            return_type: [(type_annotation (_) @returns) (type_predicate_annotation (_) @returns)
+                          (asserts_annotation (_) @returns)]?
+            body: (_) @body)]) @definition.method
 
 (function_declaration
   name: (identifier) @name
