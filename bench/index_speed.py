@@ -190,6 +190,7 @@ def main() -> int:
                 root_b = subset(root_b, args.files, tmp / args.b)
             res["lines_a"] = lines_of(root_a)
             res["index_a"] = index(client, args.a, root_a)
+            print(json.dumps(res), flush=True)  # kept even if a later stage fails
             idle = latencies(client, args.a, args.queries)
             client.post("/repos", json={"name": args.b, "path": str(root_b)}).raise_for_status()
             busy = latencies(client, args.a, args.queries, busy=args.b)
