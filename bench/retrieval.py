@@ -95,7 +95,7 @@ def chunks(root: Path) -> list[tuple[str, int, int, str]]:
 class Baselines:
     """BM25 over coderag's units and vector search over plain chunks."""
 
-    def __init__(self, repo: str, root: Path) -> None:
+    def __init__(self, repo: str, root: Path, spaces: tuple[str, ...] | None = None) -> None:
         units = get_catalog().units(repo)
         self.units = [(u.file, u.start_line, u.end_line) for u in units]
         self.bm25 = bm25s.BM25()
@@ -105,7 +105,9 @@ class Baselines:
         )
         t = time.perf_counter()
         self.chunks = chunks(root)
-        self.encoders = get_encoders()
+        self.encoders = {
+            k: v for k, v in get_encoders().items() if spaces is None or k in spaces
+        }
         self.chunk_vecs = {
             space: enc.encode([c[3] for c in self.chunks]) for space, enc in self.encoders.items()
         }
@@ -143,11 +145,26 @@ def _without(settings: Settings, route: str) -> str:
     return ",".join(f"{k}:{v}" for k, v in settings.weights().items() if k != route)
 
 
+QUICK = False
+"""With --quick: the default, the fused order and the few ablations that decide defaults."""
+
+
 def systems(settings: Settings) -> dict[str, Settings]:
     """coderag's default search, each route alone, and the search with one component changed."""
     learned_ = settings.model_copy(update={"ranker": "learned"})
     fused = settings.model_copy(update={"ranker": "fused"})
     rows = {DEFAULT: learned_, "coderag, fused order (RRF, no learned ranker)": fused}
+    if QUICK:
+        rows["learned without feedback"] = learned_.model_copy(
+            update={"route_weights": _without(settings, "feedback")}
+        )
+        rows["learned without the Chinese vocabulary"] = learned_.model_copy(
+            update={"zh_vocab": False}
+        )
+        rows["learned without call-graph expansion"] = learned_.model_copy(
+            update={"expand_depth": 0}
+        )
+        return rows
     for route in ROUTE_NAMES:
         only = {r: float(r == route) for r in (*ROUTE_NAMES, "feedback", "history")}
         rows[f"route: {route} only"] = fused.model_copy(
@@ -271,11 +288,14 @@ def evaluate(
             dump_features(name, questions, settings, sink)
         if dump_only:
             continue
-        from coderag_retriever.clusters import refresh as refresh_clusters
+        silhouette = None
+        if not QUICK:
+            from coderag_retriever.clusters import refresh as refresh_clusters
 
-        silhouette = refresh_clusters(catalog, name, settings)  # for the +cluster row
-        get_index_cache().forget(name)  # the next query loads the fresh cluster labels
-        base = Baselines(name, root)
+            silhouette = refresh_clusters(catalog, name, settings)  # for the +cluster row
+            get_index_cache().forget(name)  # the next query loads the fresh cluster labels
+        base = Baselines(name, root, spaces=("vector",) if QUICK else None)
+        print(f"{name}: {len(questions)} questions", file=sys.stderr, flush=True)
         meta_rows[split].append(
             f"| {name} {corpus['version']} | {corpus['language']} | {repo.files} | "
             f"{lines} | {repo.units} | {'(reused)' if reused else f'{index_s:.1f}'} | "
@@ -425,14 +445,20 @@ def main() -> int:
     ap.add_argument("--dump-features", help="write the tuning split's ranker features here")
     ap.add_argument("--dump-only", action="store_true", help="index and dump features, no report")
     ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="only the default, the fused order and three ablations; MiniLM chunks for RAG",
+    )
+    ap.add_argument(
         "--doc-questions",
         type=int,
         default=0,
         help="with --dump-features: also this many doc-comment questions per tuning corpus",
     )
     args = ap.parse_args()
-    global MISSES
+    global MISSES, QUICK
     MISSES = [] if args.misses else None
+    QUICK = args.quick
     corpora = [
         c
         for c in load_corpora()
