@@ -29,6 +29,8 @@ def child_env(data_dir: Path, **extra: str) -> dict[str, str]:
     """This process's environment for a child coderag, with its own data directory."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CODERAG_", "REDIS_URL"))}
     env["CODERAG_DATA_DIR"] = str(data_dir)
+    # the test's temporary folders, where its repositories live, may be registered by path
+    env["CODERAG_REPO_ROOTS"] = str(data_dir.parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     env.update(extra)
     return env

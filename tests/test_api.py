@@ -63,7 +63,8 @@ def test_index_search_ask_audit_delete(client: TestClient, sample_repo: Path) ->
         assert f"FILE: {c['file']}:{c['start_line']}-{c['end_line']}" in body["answer"]
 
     r = client.post("/ask", json={"query": "订单是怎么创建的？", "repo": "sample"})
-    assert r.status_code == 200 and "参见 FILE:" in r.json()["answer"]
+    # answered in Chinese, with the evidence under its own FILE: anchor
+    assert r.status_code == 200 and "依据" in r.json()["answer"] and "FILE: " in r.json()["answer"]
 
     with client.stream(
         "POST",

@@ -27,6 +27,14 @@ KNOWN_CROSS_IMPORTS = {
     # the composition root still lives in shared/ (cli.py); it should move to a package of its
     # own, the only one that imports services
     ("coderag.cli", "coderag_embedder.finetune"),
+    ("coderag.cli", "coderag_generator.details"),
+    ("coderag.commands", "coderag_parser.health"),
+    ("coderag.commands", "coderag_parser.tasks"),
+    # recovery restarts a dead indexing chain from its first job, and the retriever's job hands a
+    # pending reindex back to the parser: both by importing the parser's task module (a typed job
+    # payload queued by name would remove them)
+    ("coderag.recovery", "coderag_parser.tasks"),
+    ("coderag_retriever.tasks", "coderag_parser.tasks"),
     ("coderag.cli", "coderag_generator.answer"),
     ("coderag.cli", "coderag_generator.backends"),
     ("coderag.cli", "coderag_generator.finetune"),

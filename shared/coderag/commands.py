@@ -99,7 +99,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     app = create_app()
     server = mcp_server.build_server(
         lambda: httpx.AsyncClient(
-            base_url="http://coderag.local", transport=httpx.ASGITransport(app=app), timeout=600
+            base_url="http://localhost", transport=httpx.ASGITransport(app=app), timeout=600
         )
     )
 

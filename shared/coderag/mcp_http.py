@@ -55,7 +55,7 @@ def install(app: FastAPI):
         if settings.api_url:
             return httpx.AsyncClient(base_url=settings.api_url, timeout=600)
         return httpx.AsyncClient(
-            base_url="http://coderag.local", transport=httpx.ASGITransport(app=app), timeout=600
+            base_url="http://localhost", transport=httpx.ASGITransport(app=app), timeout=600
         )
 
     server = build_server(client)

@@ -91,7 +91,7 @@ def url_kind(url: str) -> tuple[str, str, bool]:
             host = (parts.hostname or "").lower()
             _ = parts.port  # ValueError when the port is not a number
         except ValueError as exc:
-            raise InvalidInput(f"url is not a valid URL: {exc}") from exc
+            raise InvalidInput(f"url is not a valid URL for a git URL: {exc}") from exc
         # a user name alone is how ssh logs in; anything with a secret is a credential
         secret = parts.password is not None or (scheme in ("https", "http") and parts.username)
         if scheme in URL_KINDS and (scheme == "file" or host):
