@@ -539,9 +539,7 @@ def main() -> int:
     )
     ap.add_argument("--llm-every", type=int, default=3, help="llamacpp: every n-th question")
     ap.add_argument("--fresh", action="store_true", help="re-index the corpora")
-    ap.add_argument(
-        "--skip-history", action="store_true", help="leave out the who/when questions"
-    )
+    ap.add_argument("--skip-history", action="store_true", help="leave out the who/when questions")
     ap.add_argument(
         "--reuse-hits", action="store_true", help="answer from the hits saved by the last run"
     )

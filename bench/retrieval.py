@@ -105,9 +105,7 @@ class Baselines:
         )
         t = time.perf_counter()
         self.chunks = chunks(root)
-        self.encoders = {
-            k: v for k, v in get_encoders().items() if spaces is None or k in spaces
-        }
+        self.encoders = {k: v for k, v in get_encoders().items() if spaces is None or k in spaces}
         self.chunk_vecs = {
             space: enc.encode([c[3] for c in self.chunks]) for space, enc in self.encoders.items()
         }

@@ -120,7 +120,7 @@ def test_rules_answer_before_the_model_and_the_gate_refuses(
     assert body["answer"].startswith(prompts.load("no_context", "en"))
     assert body["answer"].endswith("Looked for: order, created.")  # says what it looked for
     zh = ask(client, "订单是怎么创建的？")["answer"]
-    assert zh.startswith(prompts.load("no_context", "zh")) and "订单 创建" in zh
+    assert zh.startswith(prompts.load("no_context", "zh")) and "订单" in zh and "创建" in zh
     renders = backend.renders
     stream = events(client, query)
     assert [name for name, _ in stream] == ["retrieval", "done"]

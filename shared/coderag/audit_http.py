@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from coderag import audit
 from coderag.deps import current_principal
 from coderag.errors import Unauthorized
+from coderag.redact import redact
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 
@@ -40,6 +41,8 @@ def _fields(body: bytes) -> tuple[str, str]:
     if not isinstance(data, dict):
         return "", ""
     repo, query = data.get("repo"), data.get("query")
+    if isinstance(query, str):
+        query = redact(query)[0]  # a secret pasted into a question never reaches the log
     return (repo if isinstance(repo, str) else "")[:64], (query if isinstance(query, str) else "")[
         :MAX_QUERY_CHARS
     ]
