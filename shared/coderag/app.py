@@ -48,7 +48,7 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     app.add_middleware(HostCheckMiddleware)
     app.include_router(platform.router, responses=errors(400))
     app.include_router(docs.router)
-    app.include_router(web.router)
+    app.include_router(web.router, responses=errors(*COMMON))
     mcp_lifespan = mcp_http.install(app)
     metrics.install(app)
     app.add_middleware(AuditMiddleware)

@@ -78,7 +78,17 @@ def install(app: FastAPI):
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
-        async with server.session_manager.run():
+        manager = server.session_manager
+        # The SDK runs one manager once; an app's lifespan may run again, even while an earlier
+        # run is still up (a test client per request, a reloaded server). Stateless, the manager
+        # keeps nothing between runs, so a nested run shares the one that is up.
+        if manager._has_started:
             yield
+            return
+        try:
+            async with manager.run():
+                yield
+        finally:
+            manager._has_started = False
 
     return lifespan

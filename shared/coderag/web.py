@@ -9,6 +9,7 @@ from fastapi.responses import FileResponse
 
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.errors import NotFound
+from coderag.responses import errors
 from coderag.sources import FileRange, read_range
 
 WEB_DIR = Path(__file__).parent / "web"
@@ -39,7 +40,7 @@ def asset(name: str) -> FileResponse:
     return FileResponse(WEB_DIR / name, media_type=ASSETS[name])
 
 
-@router.get("/repos/{name}/file")
+@router.get("/repos/{name}/file", responses=errors(400, 404, 409, 503))
 def file_range(
     name: str,
     catalog: CatalogDep,

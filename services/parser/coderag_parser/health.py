@@ -12,6 +12,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from coderag.deps import CatalogDep, SettingsDep, UserDep
+from coderag.responses import errors
 from coderag.settings import Settings
 from coderag.sources import repo_root
 from coderag.store import Catalog, get_vectors
@@ -135,7 +136,7 @@ def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:
     )
 
 
-@router.get("/repos/{name}/health")
+@router.get("/repos/{name}/health", responses=errors(400, 404, 503))
 def health(name: str, catalog: CatalogDep, settings: SettingsDep, _user: UserDep) -> RepoHealth:
     """Units, vectors per encoder, files, skip reasons and commit of one repository."""
     return report(catalog, settings, name)

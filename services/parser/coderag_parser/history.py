@@ -14,6 +14,7 @@ from fastapi import APIRouter
 
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.errors import InvalidInput
+from coderag.responses import errors
 from coderag.schemas import HistoryRequest, HistoryResponse, RangeHistory
 from coderag_parser.gitsync import CLONES_DIR
 
@@ -143,7 +144,7 @@ def _when(value: str | None, name: str) -> datetime | None:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
 
 
-@router.post("/repos/{name}/history")
+@router.post("/repos/{name}/history", responses=errors(400, 404, 409, 503))
 def history(
     name: str, body: HistoryRequest, catalog: CatalogDep, settings: SettingsDep, _user: UserDep
 ) -> HistoryResponse:
