@@ -145,6 +145,6 @@ def check_branch(branch: str) -> str:
         timeout=10,
         check=False,
     )
-    if done.returncode != 0 or done.stdout.strip() != branch:
+    if done.returncode != 0 or done.stdout.rstrip("\n") != branch:  # keep unicode spaces
         raise InvalidInput(f"branch {branch!r} is not a valid git branch name")
     return branch
