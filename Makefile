@@ -9,7 +9,7 @@ REPO ?= .
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-fast lint bench redis browser engine wheelhouse base-image images \
+.PHONY: install run test test-fast lint bench redis browser engine wheelhouse wheel-sets base-image images \
 	compose-test
 
 install: $(STAMP)
@@ -92,11 +92,18 @@ base-image: engine
 	  rm -rf build/rootfs/var/cache/apt/archives/*.deb build/rootfs/var/lib/apt/lists/*; \
 	  tar -C build/rootfs -c . | $(DOCKER) import - $(BASE_IMAGE); rm -rf build/rootfs )
 
+# each image's fully pinned package list and its own wheel folder (hard links), resolved offline
+# against the wheelhouse: an image's package layer is rebuilt only when its own list changes
+SETS ?= build
+wheel-sets: wheelhouse
+	cd deploy && python3 wheel_sets.py ../pyproject.toml ../$(WHEELHOUSE) ../$(SETS)
+
 # one image per service; the classic builder, as docker-compose 1.29 uses (layers are cached:
 # a code change rebuilds only the last two layers of each image)
-images: wheelhouse base-image
+images: wheel-sets base-image
 	for t in $(IMAGES); do DOCKER_BUILDKIT=0 $(DOCKER) build -q -f deploy/Dockerfile \
-	  --build-arg BASE=$(BASE_IMAGE) --target $$t -t coderag-$$t:$(TAG) . >/dev/null || exit 1; done
+	  --build-arg BASE=$(BASE_IMAGE) --build-arg SETS=$(SETS) --target $$t \
+	  -t coderag-$$t:$(TAG) . >/dev/null || exit 1; done
 
 # the suite up on the host network (loopback ports), exercised through the gateway alone
 compose-test: install images
