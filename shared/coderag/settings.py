@@ -63,8 +63,11 @@ class Settings(BaseSettings):
         description="Base URL of the whole API (the compose gateway) for /mcp's tools; unset means "
         "in-process.",
     )
-    embedder_url: str = Field(
-        "http://embedder:8000", description="Gateway (compose): where the embedder listens."
+    embedder_url: str | None = Field(
+        None,
+        description="Embedder base URL (compose): the retriever embeds queries there and the "
+        "gateway forwards /embed to it; unset means in-process (the gateway: "
+        "`http://embedder:8000`).",
     )
     generator_url: str = Field(
         "http://generator:8000", description="Gateway (compose): where the generator listens."
