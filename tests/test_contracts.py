@@ -197,4 +197,3 @@ def test_shared_imports_only_its_declared_dependencies() -> None:
         with_extra = declared | _with_dependencies(_requirement_names(extras[extra]))
         missing = sorted(_distributions_of(imports) - with_extra)
         assert not missing, f"shared/ imports {missing}, absent from core + [{extra}]"
-
