@@ -17,15 +17,7 @@ from typing import Protocol
 import httpx
 import numpy as np
 
-from coderag.errors import (
-    CoderagError,
-    ConfigError,
-    Conflict,
-    InvalidInput,
-    NotFound,
-    Unauthorized,
-    Unavailable,
-)
+from coderag.errors import ConfigError, Unavailable, raise_for
 from coderag.settings import Settings, get_settings
 
 SPACES_TTL_S = 30.0
@@ -73,26 +65,6 @@ class LocalEmbedder:
         return self.score(model, query, texts)
 
 
-_ERRORS: dict[int, type[CoderagError]] = {
-    400: InvalidInput,
-    401: Unauthorized,
-    404: NotFound,
-    409: Conflict,
-    422: InvalidInput,
-}
-
-
-def _raise_for(resp: httpx.Response) -> None:
-    """The embedder's error answer as the matching coderag error (5xx: unavailable)."""
-    if resp.status_code < 400:
-        return
-    try:
-        detail = resp.json().get("detail", resp.text)
-    except ValueError:
-        detail = resp.text or resp.reason_phrase
-    raise _ERRORS.get(resp.status_code, Unavailable)(f"embedder: {detail}")
-
-
 class _SpaceCache:
     """The embedder's spaces as last read, shared by the clients of one URL."""
 
@@ -125,7 +97,7 @@ class HttpEmbedder:
             resp = self.http.request(method, path, json=body, headers=self.headers)
         except httpx.HTTPError as exc:
             raise Unavailable(f"embedder unreachable at {self.http.base_url}: {exc}") from exc
-        _raise_for(resp)
+        raise_for(resp, "embedder")
         return resp.json()
 
     def spaces(self) -> list[str]:
