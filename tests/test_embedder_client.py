@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 from coderag import embedding
 from coderag.app import create_app
+from coderag.errors import Unavailable
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
@@ -29,6 +30,8 @@ from coderag_retriever.index import get_index_cache, load_vectors
 from coderag_retriever.search import rank
 from tests.conftest import _free_port
 from tests.test_responsive import WAIT_S, finished, in_thread, index_call, wrap
+from tests.test_retriever import CHAIN
+from tests.tinymodels import build_tiny_roberta
 
 QUESTIONS = ("where are orders created", "订单在哪里创建？", "how is a user fetched from the cache")
 """English, Chinese and a second English question over the sample repository."""
@@ -135,6 +138,34 @@ def test_a_retriever_alone_asks_the_embedder_with_the_callers_token(
         assert r.status_code == 503 and "embedder unreachable" in r.json()["detail"]
     finally:
         embedding.use_local(local())
+
+
+def test_the_cross_encoder_reranks_in_the_embedder_over_http(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    model = build_tiny_roberta(tmp_path / "ce")
+    torch.manual_seed(0)
+    RobertaForSequenceClassification(
+        RobertaConfig.from_pretrained(model, num_labels=1)
+    ).save_pretrained(model)
+    root = tmp_path / "chain"
+    root.mkdir()
+    for rel, text in CHAIN.items():
+        (root / rel).write_text(text)
+    _index(root, "rr")
+    plain = [r.unit.id for r in rank("rr", "send a request", 5, get_settings())]
+    monkeypatch.setenv("CODERAG_RERANK_MODEL", str(model))
+    get_settings.cache_clear()
+    in_process = [r.unit.id for r in rank("rr", "send a request", 5, get_settings())]
+    assert in_process != plain, "a reranker that changes nothing proves nothing"
+    with embedder_service(monkeypatch):
+        assert [r.unit.id for r in rank("rr", "send a request", 5, get_settings())] == in_process
+        other = get_settings().model_copy(update={"rerank_model": str(tmp_path / "elsewhere")})
+        with pytest.raises(Unavailable, match="CODERAG_RERANK_MODEL alike"):
+            rank("rr", "send a request", 5, other)
 
 
 def test_embed_route_encodes_queries_and_passages_per_space(

@@ -23,6 +23,12 @@ from coderag.settings import Settings, get_settings
 SPACES_TTL_S = 30.0
 """How long an HTTP client trusts the embedder's list of vector spaces before asking again."""
 
+MAX_TEXTS = 256
+"""Most texts one /embed call takes."""
+
+MAX_TEXT_CHARS = 20_000
+"""Longest text /embed takes; the encoders read only their first tokens anyway."""
+
 TIMEOUT_S = 60.0
 """Longest an /embed call may take (a query on a busy CPU embedder stays well under it)."""
 
@@ -123,7 +129,9 @@ class HttpEmbedder:
     def rerank(self, query: str, texts: list[str], model: str) -> list[float]:
         """Scores from the embedder's cross-encoder (``POST /embed/rerank``); the embedder's own
         ``CODERAG_RERANK_MODEL`` must name the same model."""
-        body = self._call("POST", "/embed/rerank", {"query": query, "texts": texts})
+        # the cross-encoder reads 512 tokens of each pair: a longer unit loses nothing it reads
+        clipped = [t[:MAX_TEXT_CHARS] for t in texts]
+        body = self._call("POST", "/embed/rerank", {"query": query, "texts": clipped})
         if body["model"] != model:
             raise Unavailable(
                 f"the embedder reranks with {body['model']!r}, this process asks for {model!r}: "

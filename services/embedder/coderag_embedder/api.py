@@ -12,17 +12,12 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from coderag.deps import SettingsDep, UserDep
+from coderag.embedding import MAX_TEXT_CHARS, MAX_TEXTS
 from coderag.errors import Conflict, NotFound
 from coderag.responses import errors
 from coderag.settings import get_settings
 from coderag_embedder.encoder import get_encoder, get_encoders
 from coderag_embedder.rerank import score
-
-MAX_TEXTS = 256
-"""Most texts one /embed call takes."""
-
-MAX_TEXT_CHARS = 20_000
-"""Longest text /embed takes; the encoder reads only its first tokens anyway."""
 
 router = APIRouter(tags=["embedder"])
 
