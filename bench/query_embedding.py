@@ -29,17 +29,18 @@ from coderag.embedding import HttpEmbedder, QueryEmbedder  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
 
 
-def measure(embedder: QueryEmbedder, rounds: int) -> list[float]:
-    """Milliseconds to embed each query in every space, after one warm-up round."""
-    spaces = embedder.spaces()
-    times = []
+def measure(paths: dict[str, QueryEmbedder], rounds: int) -> dict[str, list[float]]:
+    """Milliseconds to embed each query in every space per path, after one warm-up round; the
+    paths take turns query by query, so a change in the machine's load hits both alike."""
+    times: dict[str, list[float]] = {name: [] for name in paths}
     for round_ in range(rounds + 1):
         for query in QUERIES:
-            t = time.perf_counter()
-            for space in spaces:
-                embedder.embed_queries(space, [query])
-            if round_:
-                times.append((time.perf_counter() - t) * 1000)
+            for name, embedder in paths.items():
+                t = time.perf_counter()
+                for space in embedder.spaces():
+                    embedder.embed_queries(space, [query])
+                if round_:
+                    times[name].append((time.perf_counter() - t) * 1000)
     return times
 
 
@@ -59,7 +60,7 @@ def main() -> int:
         "in-process": local(),
         "HTTP /embed (loopback)": HttpEmbedder.connect(f"http://127.0.0.1:{port}"),
     }
-    results = {name: measure(e, args.rounds) for name, e in paths.items()}
+    results = measure(paths, args.rounds)
     server.should_exit = True
     thread.join(30)
     print(f"| path | queries | p50 ms | p95 ms |  (spaces: {', '.join(local().spaces())})")
