@@ -238,7 +238,9 @@ class Settings(BaseSettings):
         0.3, description="Re-cluster when the clusters' silhouette score falls below this."
     )
     rerank_model: str = Field(
-        "", description="Local cross-encoder directory to rerank the top 50; empty is off."
+        "",
+        description="Local cross-encoder directory to rerank the top 50; empty is off. The "
+        "embedder runs it: in compose the retriever and the embedder need the same value.",
     )
     max_query_chars: int = Field(2000, gt=0, description="Longest accepted query.")
     max_top_k: int = Field(100, gt=0, description="Largest accepted top_k.")
