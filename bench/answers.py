@@ -49,16 +49,20 @@ from answer_calibration import MAX_FALSE_REFUSALS, Case, Decision, calibration  
 from fetch import corpus_root, load_corpora  # noqa: E402
 from llm_speed import SPEED_PROMPT_TOKENS, speed  # noqa: E402
 
+from coderag import embedding  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
 from coderag.store.graph import Graph  # noqa: E402
+from coderag_embedder.queries import local  # noqa: E402
 from coderag_generator import confidence  # noqa: E402
 from coderag_generator.answer import answer_events  # noqa: E402
 from coderag_generator.api import RETRIEVE_K  # noqa: E402
 from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
 from coderag_generator.details import enrich  # noqa: E402
 from coderag_retriever.search import rank, to_hit  # noqa: E402
+
+embedding.use_local(local())  # this script's queries embed in-process
 
 
 @dataclass

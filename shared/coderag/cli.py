@@ -66,6 +66,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0 if repo.status == "ready" else 1
 
 
+def _embed_in_process() -> None:
+    """Queries of this command are embedded by the embedder's own functions, in this process
+    (unless CODERAG_EMBEDDER_URL names an embedder service)."""
+    from coderag import embedding
+    from coderag_embedder.queries import local
+
+    embedding.use_local(local())
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     """Print the best units for a query."""
     from coderag.deps import require_query, require_searchable
@@ -75,6 +84,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     settings = get_settings()
     query = require_query(args.query, settings)
     require_searchable(get_catalog(), args.repo)
+    _embed_in_process()
     for r in rank(args.repo, query, args.top_k, settings):
         u = r.unit
         print(f"{r.score:.3f}  {u.file}:{u.start_line}-{u.end_line}  {u.symbol}  ({u.kind})")
@@ -94,6 +104,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     catalog = get_catalog()
     query = require_query(args.query, settings)
     require_searchable(catalog, args.repo)
+    _embed_in_process()
     hits = [
         {**to_hit(r, with_text=True).model_dump(), "similarity": r.similarity}
         for r in rank(args.repo, query, 10, settings)
@@ -238,6 +249,7 @@ def cmd_finetune_embedder(args: argparse.Namespace) -> int:
     """Contrastively fine-tune the encoder on the repository's own history (E5)."""
     from coderag_embedder.finetune import main as finetune
 
+    _embed_in_process()  # hard negatives are mined by searching
     return finetune(args.rest)
 
 

@@ -13,6 +13,8 @@ CoderagError                 500  a bug or an unexpected state (never for bad in
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -72,6 +74,30 @@ class Unavailable(CoderagError):
 
 class ConfigError(CoderagError):
     """A setting is wrong; raised at startup so the server never half-starts."""
+
+
+BY_STATUS: dict[int, type[CoderagError]] = {
+    400: InvalidInput,
+    401: Unauthorized,
+    404: NotFound,
+    409: Conflict,
+    422: InvalidInput,
+}
+"""Another service's error statuses and the errors they are re-raised as (others: Unavailable)."""
+
+
+def raise_for(resp: Any, service: str = "") -> None:
+    """Re-raise another service's 4xx/5xx answer (an ``httpx.Response``) as the matching
+    coderag error, its detail prefixed with the service's name when given."""
+    if resp.status_code < 400:
+        return
+    try:
+        detail = resp.json().get("detail", resp.text) if resp.content else resp.reason_phrase
+    except ValueError:
+        detail = resp.text
+    raise BY_STATUS.get(resp.status_code, Unavailable)(
+        f"{service}: {detail}" if service else str(detail)
+    )
 
 
 def _validation_message(exc: RequestValidationError) -> str:

@@ -44,7 +44,7 @@ def upstreams_of(settings: Settings) -> dict[str, str]:
     """Each service's base URL, from the settings."""
     return {
         "parser": settings.parser_url or "http://parser:8000",
-        "embedder": settings.embedder_url,
+        "embedder": settings.embedder_url or "http://embedder:8000",
         "retriever": settings.retriever_url or "http://retriever:8000",
         "generator": settings.generator_url,
     }

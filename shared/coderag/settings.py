@@ -63,8 +63,11 @@ class Settings(BaseSettings):
         description="Base URL of the whole API (the compose gateway) for /mcp's tools; unset means "
         "in-process.",
     )
-    embedder_url: str = Field(
-        "http://embedder:8000", description="Gateway (compose): where the embedder listens."
+    embedder_url: str | None = Field(
+        None,
+        description="Embedder base URL (compose): the retriever embeds queries there and the "
+        "gateway forwards /embed to it; unset means in-process (the gateway: "
+        "`http://embedder:8000`).",
     )
     generator_url: str = Field(
         "http://generator:8000", description="Gateway (compose): where the generator listens."
@@ -235,7 +238,9 @@ class Settings(BaseSettings):
         0.3, description="Re-cluster when the clusters' silhouette score falls below this."
     )
     rerank_model: str = Field(
-        "", description="Local cross-encoder directory to rerank the top 50; empty is off."
+        "",
+        description="Local cross-encoder directory to rerank the top 50; empty is off. The "
+        "embedder runs it: in compose the retriever and the embedder need the same value.",
     )
     max_query_chars: int = Field(2000, gt=0, description="Longest accepted query.")
     max_top_k: int = Field(100, gt=0, description="Largest accepted top_k.")

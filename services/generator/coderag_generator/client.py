@@ -6,29 +6,7 @@ from __future__ import annotations
 
 import httpx
 
-from coderag.errors import (
-    CoderagError,
-    Conflict,
-    InvalidInput,
-    NotFound,
-    Unauthorized,
-    Unavailable,
-)
-
-_ERRORS: dict[int, type[CoderagError]] = {
-    400: InvalidInput,
-    401: Unauthorized,
-    404: NotFound,
-    409: Conflict,
-    422: InvalidInput,
-}
-
-
-def raise_for(resp: httpx.Response) -> None:
-    """Re-raise another service's 4xx/5xx answer as the matching coderag error."""
-    if resp.status_code >= 400:
-        detail = resp.json().get("detail", resp.text) if resp.content else resp.reason_phrase
-        raise _ERRORS.get(resp.status_code, Unavailable)(str(detail))
+from coderag.errors import Unavailable, raise_for
 
 
 class ServiceClient:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, Field
 
 from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
+from coderag.embedding import QueryEmbedder, query_embedder
 from coderag.errors import InvalidInput
 from coderag.redact import redact
 from coderag.responses import errors
@@ -22,7 +23,9 @@ router = APIRouter(tags=["search"])
 
 @asynccontextmanager
 async def lifespan(_: FastAPI):
-    """Nothing to load: indexes are built on first use and kept per generation."""
+    """Indexes are built on first use and kept per generation; an embedder for queries must
+    be reachable by configuration (its URL, or in this process), else startup stops."""
+    query_embedder()
     yield
 
 
@@ -41,6 +44,11 @@ class RetrieveResponse(BaseModel):
     took_ms: float
 
 
+def _embedder(request: Request, settings: SettingsDep) -> QueryEmbedder:
+    """The embedder for this request's query, with the caller's authorization."""
+    return query_embedder(settings, request.headers.get("authorization"))
+
+
 def _check(body: SearchRequest, settings: SettingsDep, catalog: CatalogDep) -> str:
     query = require_query(body.query, settings)
     if body.top_k > settings.max_top_k:
@@ -51,12 +59,16 @@ def _check(body: SearchRequest, settings: SettingsDep, catalog: CatalogDep) -> s
 
 @router.post("/search", responses=errors(400, 404, 409, 503))
 def search(
-    body: SearchRequest, settings: SettingsDep, catalog: CatalogDep, user: UserDep
+    body: SearchRequest,
+    settings: SettingsDep,
+    catalog: CatalogDep,
+    user: UserDep,
+    request: Request,
 ) -> SearchResponse:
     """The best units for a query, best first."""
     start = time.perf_counter()
     query = _check(body, settings, catalog)
-    ranked = rank(body.repo, query, body.top_k, settings)
+    ranked = rank(body.repo, query, body.top_k, settings, _embedder(request, settings))
     gated = below_gate(ranked, settings.gate())
     hits = [to_hit(r) for r in ranked]
     took = (time.perf_counter() - start) * 1000
@@ -76,12 +88,16 @@ def search(
 
 @router.post("/retrieve", responses=errors(400, 404, 409, 503))
 def retrieve(
-    body: SearchRequest, settings: SettingsDep, catalog: CatalogDep, _user: UserDep
+    body: SearchRequest,
+    settings: SettingsDep,
+    catalog: CatalogDep,
+    _user: UserDep,
+    request: Request,
 ) -> RetrieveResponse:
     """Like /search, with each unit's code and vector similarity; not audited (the caller is)."""
     start = time.perf_counter()
     query = _check(body, settings, catalog)
-    ranked = rank(body.repo, query, body.top_k, settings)
+    ranked = rank(body.repo, query, body.top_k, settings, _embedder(request, settings))
     graph = Graph(catalog.db)
     symbols = {r.unit.id: r.unit.symbol for r in ranked}
     results = [

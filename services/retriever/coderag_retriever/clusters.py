@@ -78,6 +78,8 @@ def refresh(catalog: Catalog, repo: str, settings: Settings) -> float | None:
         return None
     ids = [u.id for u in units]
     vectors = load_vectors(units)
+    if not vectors.shape[1]:
+        return None  # nothing embedded yet: the clusters of the next refresh
     known = {
         r["unit_id"] for r in catalog.db.read("SELECT unit_id FROM clusters WHERE repo=?", (repo,))
     }

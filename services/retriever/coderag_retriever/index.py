@@ -14,7 +14,7 @@ import bm25s
 import numpy as np
 
 from coderag.schemas import Unit
-from coderag.store import Catalog
+from coderag.store import Catalog, get_vectors
 from coderag_retriever.text import code_tokens, split_identifier, stem
 
 
@@ -33,7 +33,7 @@ class RepoIndex:
     history: np.ndarray = field(default_factory=lambda: np.zeros(0))
     labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     documents: dict[tuple[str, str], list[str]] = field(default_factory=dict, repr=False)
-    _vectors: np.ndarray | None = field(default=None, repr=False)
+    _vectors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     registration: str = ""
 
     def __len__(self) -> int:
@@ -46,11 +46,12 @@ class RepoIndex:
             self.history = history_scores(catalog, repo, self.units)
         return self.history
 
-    def vectors(self) -> np.ndarray:
-        """Unit vectors in position order (from the embedding cache), loaded on first use."""
-        if self._vectors is None:
-            self._vectors = load_vectors(self.units)
-        return self._vectors
+    def vectors(self, space: str = "vector") -> np.ndarray:
+        """Unit vectors of one space in position order (from the vector store), loaded on
+        first use."""
+        if space not in self._vectors:
+            self._vectors[space] = load_vectors(self.units, space, self.registration or None)
+        return self._vectors[space]
 
 
 def keyword_document(unit: Unit) -> list[str]:
@@ -69,19 +70,21 @@ def symbol_token_set(unit: Unit) -> frozenset[str]:
     return frozenset(w for w in words if len(w) > 1)
 
 
-def load_vectors(units: list[Unit]) -> np.ndarray:
-    """The cached vectors of the units under the current encoder (zeros where missing)."""
-    from coderag.store import get_catalog
-    from coderag_embedder.cache import lookup
-    from coderag_embedder.encoder import get_encoder, text_key, unit_text
-
-    encoder = get_encoder()
-    keys = [text_key(unit_text(u)) for u in units]
-    found = lookup(get_catalog(), encoder.name, keys)
-    out = np.zeros((len(units), encoder.dim), dtype=np.float32)
-    for i, k in enumerate(keys):
-        if k in found:
-            out[i] = found[k]
+def load_vectors(
+    units: list[Unit], space: str = "vector", registration: str | None = None
+) -> np.ndarray:
+    """The stored vectors of one repository's units in one space, a row per unit in their
+    order; zeros where the store holds no vector of the unit's current content (none yet, or
+    one encoding an older text: its content hash differs). No vectors at all: zero columns."""
+    if not units:
+        return np.zeros((0, 0), dtype=np.float32)
+    stored = get_vectors().embeddings(units[0].repo, [u.id for u in units], space, registration)
+    dim = next((len(v) for v, _ in stored.values()), 0)
+    out = np.zeros((len(units), dim), dtype=np.float32)
+    for i, u in enumerate(units):
+        got = stored.get(u.id)
+        if got is not None and got[1] == u.content_hash:
+            out[i] = got[0]
     return out
 
 

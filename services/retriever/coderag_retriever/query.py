@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from coderag.embedding import QueryEmbedder, query_embedder
 from coderag_retriever.text import has_chinese, query_tokens, zh_terms
 
 TEST_WORDS = re.compile(
@@ -22,6 +23,7 @@ class Query:
     repo: str
     text: str
     vocab: bool = True
+    embedder: QueryEmbedder | None = field(default=None, repr=False)
     tokens: list[str] = field(init=False)
     lowered: str = field(init=False)
     about_tests: bool = field(init=False)
@@ -44,10 +46,7 @@ class Query:
         """The query's embedding in a vector space, computed once; None when no encoder feeds
         that space."""
         if space not in self._vectors:
-            from coderag_embedder.encoder import get_encoders
-
-            encoder = get_encoders().get(space)
-            self._vectors[space] = (
-                None if encoder is None else encoder.encode_query([self.embedding_text()])[0]
-            )
+            embedder = self.embedder or query_embedder()
+            vectors = embedder.embed_queries(space, [self.embedding_text()])
+            self._vectors[space] = None if vectors is None else vectors[0]
         return self._vectors[space]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from coderag.embedding import QueryEmbedder, query_embedder
 from coderag.schemas import SearchHit, Unit
 from coderag.settings import Settings
 from coderag.store import get_catalog
@@ -13,7 +14,6 @@ from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, rrf, vote
 from coderag_retriever.index import RepoIndex, get_index_cache
 from coderag_retriever.query import Query
-from coderag_retriever.rerank import rerank
 from coderag_retriever.rewrite import REWRITE_ROUTES, REWRITE_SHARE, llm_queries
 from coderag_retriever.routes import PRIOR_ROUTES, ROUTES
 
@@ -32,15 +32,18 @@ class Ranked:
     confidence: float | None = None
 
 
-def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
+def rank(
+    repo: str, text: str, top_k: int, settings: Settings, embedder: QueryEmbedder | None = None
+) -> list[Ranked]:
     """The ``top_k`` best units of a repository for a question.
 
     Routes → (history over their candidates) → (the routes again for LLM-rewritten queries,
     ``keyword@1`` ...) → fusion → test penalty → call-graph expansion
     (one hop, or ``expand_depth`` for flow questions) → the learned ranker (or the fused order)
-    → optional cross-encoder rerank → MMR → top_k.
+    → optional cross-encoder rerank → MMR → top_k. Query vectors and cross-encoder scores come
+    from ``embedder`` (default: the process's, :func:`coderag.embedding.query_embedder`).
     """
-    pool = gather(repo, text, settings)
+    pool = gather(repo, text, settings, embedder)
     if pool is None:
         return []
     scores, confidence = pool.expanded, {}
@@ -54,7 +57,11 @@ def rank(repo: str, text: str, top_k: int, settings: Settings) -> list[Ranked]:
         order = sorted(confidence, key=lambda p: -confidence[p])[:POOL]
         scores = confidence
     if settings.rerank_model:
-        order = rerank(settings.rerank_model, text, [pool.index.units[p] for p in order], order)
+        scorer = embedder or query_embedder(settings)
+        logits = scorer.rerank(
+            text, [pool.index.units[p].text for p in order], settings.rerank_model
+        )
+        order = [p for _, p in sorted(zip(logits, order, strict=True), key=lambda t: -t[0])]
         scores = {p: 1.0 / (i + 1) for i, p in enumerate(order)}
     if settings.mmr_lambda < 1.0:
         order = mmr(order, scores, pool.index.vectors(), settings.mmr_lambda, top_k)
@@ -100,13 +107,15 @@ class Pool:
         }
 
 
-def gather(repo: str, text: str, settings: Settings) -> Pool | None:
+def gather(
+    repo: str, text: str, settings: Settings, embedder: QueryEmbedder | None = None
+) -> Pool | None:
     """Run the routes, fuse them and expand over the call graph; None for an empty index."""
     catalog = get_catalog()
     index = get_index_cache().get(catalog, repo)
     if not len(index):
         return None
-    query = Query(repo, text, vocab=settings.zh_vocab)
+    query = Query(repo, text, vocab=settings.zh_vocab, embedder=embedder)
     weights = settings.weights()
 
     def runs(name: str) -> bool:
@@ -127,7 +136,7 @@ def gather(repo: str, text: str, settings: Settings) -> Pool | None:
             rankings[name] = route(query, index, settings.route_depth)
     if settings.query_rewrite == "llm":
         for i, extra in enumerate(llm_queries(text, settings), 1):
-            other = Query(repo, extra, vocab=settings.zh_vocab)
+            other = Query(repo, extra, vocab=settings.zh_vocab, embedder=embedder)
             for name in REWRITE_ROUTES:
                 if weights.get(name, 0.0) > 0:
                     rankings[f"{name}@{i}"] = ROUTES[name](other, index, settings.route_depth)

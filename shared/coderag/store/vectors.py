@@ -169,6 +169,31 @@ class VectorStore:
             for i, m in zip(got["ids"], got["metadatas"], strict=True)
         }
 
+    def embeddings(
+        self,
+        repo: str,
+        ids: Sequence[str],
+        space: str = "vector",
+        registration: str | None = None,
+    ) -> dict[str, tuple[Sequence[float], str]]:
+        """Stored vectors of the given unit ids, each with the content hash of the text it
+        encodes ('' when its metadata lacks one); ids with no vector are left out."""
+        col = self._collection(repo, create=False, space=space, registration=registration)
+        out: dict[str, tuple[Sequence[float], str]] = {}
+        if col is None:
+            return out
+        step = 2000
+        for i in range(0, len(ids), step):
+            try:
+                got = col.get(ids=list(ids[i : i + step]), include=["embeddings", "metadatas"])
+            except Exception as exc:
+                raise Unavailable(f"Chroma is not reachable: {exc}") from exc
+            for uid, vector, meta in zip(
+                got["ids"], got["embeddings"], got["metadatas"], strict=True
+            ):
+                out[uid] = (vector, str((meta or {}).get("content_hash", "")))
+        return out
+
     def count(self, repo: str, space: str = "vector") -> int:
         """Number of vectors stored for a repository."""
         col = self._collection(repo, create=False, space=space)

@@ -21,6 +21,8 @@ def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
     if q is None:
         return []
     vectors = index.vectors()
+    if vectors.shape[1] != len(q):
+        return []  # the units are not embedded (yet) in the query's space
     names = [c for c in np.unique(labels) if c >= 0]
     centroids = np.stack([vectors[labels == c].mean(axis=0) for c in names])
     centroids /= np.linalg.norm(centroids, axis=1, keepdims=True) + 1e-9

@@ -1,4 +1,5 @@
-"""Optional cross-encoder rerank (R7) of the fused top 50, from a local model directory.
+"""Optional cross-encoder (R7) that reranks the retriever's fused top 50, from a local model
+directory; it runs here, beside the other models, so the retriever needs no torch.
 
 No PyPI package ships a trained code cross-encoder, so this is off unless
 ``CODERAG_RERANK_MODEL`` names one (any HF sequence-classification model that scores a
@@ -9,9 +10,9 @@ from __future__ import annotations
 import threading
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from coderag.errors import ConfigError
-from coderag.schemas import Unit
 
 MAX_LENGTH = 512
 """Tokens of question plus code the cross-encoder reads."""
@@ -20,7 +21,7 @@ _lock = threading.Lock()
 
 
 @cache
-def _load(model_dir: str):
+def _load(model_dir: str) -> tuple[Any, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     path = Path(model_dir)
@@ -31,21 +32,21 @@ def _load(model_dir: str):
     return tok, model
 
 
-def rerank(model_dir: str, query: str, units: list[Unit], order: list[int]) -> list[int]:
-    """``order`` (positions of ``units``) sorted by the cross-encoder's score."""
+def score(model_dir: str, query: str, texts: list[str]) -> list[float]:
+    """The cross-encoder's first logit for each (query, text) pair."""
     import torch
 
+    if not texts:
+        return []
     with _lock:
         tok, model = _load(model_dir)
         with torch.inference_mode():
             batch = tok(
-                [query] * len(units),
-                [u.text for u in units],
+                [query] * len(texts),
+                list(texts),
                 padding=True,
                 truncation=True,
                 max_length=MAX_LENGTH,
                 return_tensors="pt",
             )
-            logits = model(**batch).logits[:, 0].tolist()
-    ranked = sorted(zip(logits, order, strict=True), key=lambda t: -t[0])
-    return [p for _, p in ranked]
+            return [float(x) for x in model(**batch).logits[:, 0].tolist()]
