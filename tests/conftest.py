@@ -16,10 +16,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coderag import queue
+from coderag.app import load_jobs
 from coderag.settings import get_settings
 from coderag.store import reset_stores
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+load_jobs()  # the test process runs every service's jobs: in-process and as rq SimpleWorkers
 
 
 @pytest.fixture(autouse=True)

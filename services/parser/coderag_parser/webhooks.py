@@ -22,6 +22,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from coderag.deps import CatalogDep, SettingsDep
 from coderag.errors import InvalidInput, NotFound, Unauthorized
+from coderag.jobs import IndexRepo
 from coderag.queue import enqueue
 from coderag.recovery import job_alive
 from coderag.responses import errors
@@ -29,9 +30,6 @@ from coderag.schemas import RepoOut
 from coderag.settings import Settings
 from coderag.store import Catalog
 from coderag_parser.gitsync import CLONES_DIR
-
-INDEX_JOB = "coderag_parser.tasks.index_repo"
-"""Job that reindexes a repository (the one ``POST /repos/{name}/reindex`` queues)."""
 
 DELIVERY_TTL = timedelta(days=30)
 """How long a delivery id is remembered; providers redeliver within days, not months."""
@@ -193,7 +191,7 @@ def _record_and_enqueue(
                 return False
         # enqueue inside the transaction: a failed enqueue rolls the id back so a retry works
         for name in names:
-            enqueue(INDEX_JOB, {"repo": name}, settings)
+            enqueue(IndexRepo(repo=name), settings)
         return True
 
     return catalog.db.write(txn)
@@ -227,7 +225,7 @@ def _handle_push(
         if not lost:
             return {"status": "duplicate", "delivery": delivery}
         for name in lost:
-            enqueue(INDEX_JOB, {"repo": name}, settings)
+            enqueue(IndexRepo(repo=name), settings)
         return {"status": "queued", "repos": lost, "delivery": delivery}
     return {"status": "queued", "repos": names, "delivery": delivery}
 
