@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coderag.errors import Forbidden, InvalidInput
+from coderag.language import HAN_RUN, STOP_EN, han_count, has_han
 from coderag.store import Database
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -185,70 +186,7 @@ _FOLLOW_UP_CLOSER = re.compile(r"呢\s*[?？。.!！]*\s*$")
 SHORT_WORDS = 8
 """A follow-up with at most this many words (or twice as many Han characters) is "short"."""
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|[\u3400-\u9fff]+")
-_STOP_EN = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "do",
-        "does",
-        "did",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "from",
-        "by",
-        "with",
-        "and",
-        "or",
-        "not",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "there",
-        "here",
-        "what",
-        "which",
-        "who",
-        "where",
-        "when",
-        "why",
-        "how",
-        "can",
-        "could",
-        "should",
-        "would",
-        "will",
-        "i",
-        "we",
-        "you",
-        "me",
-        "my",
-        "our",
-        "your",
-        "get",
-        "work",
-        "works",
-        "happen",
-        "happens",
-        "about",
-        "any",
-        "some",
-    ]
-)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|" + HAN_RUN.pattern)
 _STOP_ZH = re.compile(
     r"为什么|怎么样|怎么|如何|哪里|哪儿|哪个|哪些|什么|是否|有没有|是不是|在哪|吗|呢|吧|的|了|是|在|从|被|由|把|会|要|能|请问|一下"
 )
@@ -263,15 +201,15 @@ def key_terms(question: str) -> list[str]:
     """The content words of a question: English stop words and Chinese question words dropped."""
     terms: list[str] = []
     for word in _WORD.findall(question):
-        if word[0] >= "\u3400":
+        if has_han(word[0]):
             terms += [t for t in _STOP_ZH.split(word) if t]
-        elif word.lower() not in _STOP_EN:
+        elif word.lower() not in STOP_EN:
             terms.append(word)
     return list(dict.fromkeys(terms))
 
 
 def _is_short(text: str) -> bool:
-    han = sum(1 for ch in text if "\u3400" <= ch <= "\u9fff")
+    han = han_count(text)
     words = len(re.findall(r"[A-Za-z0-9_]+", text))
     return words + han / 2 <= SHORT_WORDS
 
