@@ -16,7 +16,7 @@ from coderag.jobs import IndexRepo
 from coderag.lease import release
 from coderag.queue import JOB_KEY, enqueue
 from coderag.settings import Settings
-from coderag.store import Catalog
+from coderag.store import Catalog, leases
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +88,7 @@ def heal(catalog: Catalog, settings: Settings, startup: bool = False) -> list[st
 
 
 def _heal(catalog: Catalog, settings: Settings, startup: bool) -> list[str]:
-    rows = catalog.db.read(
-        "SELECT name, lease_until, attempts, progress FROM repos WHERE status IN (?, ?)",
-        IN_PROGRESS,
-    )
+    rows = leases.unfinished(catalog.db, IN_PROGRESS)
     healed = []
     for row in rows:
         name = row["name"]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 from coderag.errors import Forbidden, InvalidInput
 from coderag.language import HAN_RUN, STOP_EN, han_count, has_han
 from coderag.store import Database
+from coderag.store import sessions as session_store
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 """Session ids: 1-128 letters, digits, '.', '_' or '-'."""
@@ -27,26 +26,6 @@ KEPT_TURNS = 200
 
 HISTORY_SHARE = 0.15
 """Share of the model window that earlier turns may fill in the prompt."""
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS session_turns (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL,
-    repo TEXT NOT NULL,
-    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
-    content TEXT NOT NULL,
-    meta TEXT NOT NULL DEFAULT '{}',
-    ts TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-);
-CREATE INDEX IF NOT EXISTS session_turns_by_session ON session_turns (session_id, repo, id);
-CREATE TABLE IF NOT EXISTS session_owners (
-    session_id TEXT PRIMARY KEY,
-    user TEXT NOT NULL
-);
-"""
-"""The one table of sessions; created on first use."""
-
-_ready: weakref.WeakSet[Database] = weakref.WeakSet()
 
 
 @dataclass
@@ -80,38 +59,15 @@ def check_session_id(value: str) -> str:
 
 def claim(db: Database, session_id: str, user: str) -> None:
     """Make ``user`` the owner of a new session; Forbidden if another user owns it."""
-    _ensure(db)
-
-    def take(conn: sqlite3.Connection) -> str:
-        conn.execute(
-            "INSERT OR IGNORE INTO session_owners (session_id, user) VALUES (?,?)",
-            (session_id, user),
-        )
-        row = conn.execute(
-            "SELECT user FROM session_owners WHERE session_id=?", (session_id,)
-        ).fetchone()
-        return row[0]
-
-    if db.write(take) != user:
+    if session_store.owner(db, session_id, user) != user:
         raise Forbidden(
             f"session_id {session_id!r} belongs to another user; start your own with a new id"
         )
 
 
-def _ensure(db: Database) -> None:
-    if db not in _ready:
-        db.write(lambda conn: conn.executescript(SCHEMA))
-        _ready.add(db)
-
-
 def recent(db: Database, session_id: str, repo: str, limit: int = RECENT_TURNS) -> list[Turn]:
     """The last ``limit`` turns of a session about ``repo``, oldest first (none if it is new)."""
-    _ensure(db)
-    rows = db.read(
-        "SELECT role, content, meta, ts FROM session_turns WHERE session_id=? AND repo=? "
-        "ORDER BY id DESC LIMIT ?",
-        (session_id, repo, limit),
-    )
+    rows = session_store.last_turns(db, session_id, repo, limit)
     return [Turn(r["role"], r["content"], r["ts"], json.loads(r["meta"])) for r in reversed(rows)]
 
 
@@ -126,19 +82,11 @@ def append(
     symbols: list[str],
 ) -> None:
     """Store one exchange and prune the session to ``KEPT_TURNS``."""
-    _ensure(db)
-
-    def insert(conn: sqlite3.Connection) -> None:
-        sql = "INSERT INTO session_turns (session_id, repo, role, content, meta) VALUES (?,?,?,?,?)"
-        conn.execute(sql, (session_id, repo, "user", question, json.dumps({"query": query})))
-        conn.execute(sql, (session_id, repo, "assistant", answer, json.dumps({"symbols": symbols})))
-        conn.execute(
-            "DELETE FROM session_turns WHERE session_id=? AND repo=? AND id NOT IN (SELECT id "
-            "FROM session_turns WHERE session_id=? AND repo=? ORDER BY id DESC LIMIT ?)",
-            (session_id, repo, session_id, repo, KEPT_TURNS),
-        )
-
-    db.write(insert)
+    turns = [
+        ("user", question, json.dumps({"query": query})),
+        ("assistant", answer, json.dumps({"symbols": symbols})),
+    ]
+    session_store.add_turns(db, session_id, repo, turns, KEPT_TURNS)
 
 
 def cited_symbols(citations: Iterable[dict[str, Any]], hits: list[dict[str, Any]]) -> list[str]:
