@@ -13,18 +13,7 @@ from datetime import datetime
 from coderag.errors import InvalidInput
 from coderag.store import Catalog, audit_log
 
-CSV_COLUMNS = (
-    "id",
-    "ts",
-    "user",
-    "endpoint",
-    "repo",
-    "query",
-    "retrieved_files",
-    "llm_input_tokens",
-    "response_ms",
-    "status",
-)
+CSV_COLUMNS = ("id", "ts", *audit_log.COLUMNS)
 """Columns of the export, in order."""
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
