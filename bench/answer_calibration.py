@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from coderag.gate import names_code
 from coderag_generator import refusal
 from coderag_generator.confidence import Thresholds, signals, weak
 
@@ -74,7 +75,7 @@ def _sweep(cases: list[Case]) -> dict[Decision, tuple[float, float]]:
     ``refusal.gate``: the named-term check first, then ``confidence.weak`` unless the question
     names a symbol of the code)."""
     pre = {id(c): refusal.gate(c.q["query"], c.hits, c.q["lang"], 0.0) is not None for c in cases}
-    named = {id(c): refusal.names_code(c.hits) for c in cases}
+    named = {id(c): names_code(c.hits) for c in cases}
     sig = {id(c): signals(c.q["query"], c.hits) for c in cases}
     absent = [c for c in cases if c.absent]
     answerable = [c for c in cases if not c.absent]

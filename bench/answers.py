@@ -50,6 +50,8 @@ from fetch import corpus_root, load_corpora  # noqa: E402
 from llm_speed import SPEED_PROMPT_TOKENS, speed  # noqa: E402
 
 from coderag import embedding  # noqa: E402
+from coderag.app import load_jobs  # noqa: E402
+from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
@@ -60,7 +62,8 @@ from coderag_generator.answer import answer_events  # noqa: E402
 from coderag_generator.api import RETRIEVE_K  # noqa: E402
 from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
 from coderag_generator.details import enrich  # noqa: E402
-from coderag_retriever.search import rank, to_hit  # noqa: E402
+from coderag_retriever import retrieval  # noqa: E402
+from coderag_retriever.search import rank  # noqa: E402
 
 embedding.use_local(local())  # this script's queries embed in-process
 
@@ -112,30 +115,16 @@ def ensure_indexed(corpus: dict[str, Any], fresh: bool) -> float | None:
     get_vectors().drop(name)
     catalog.create_repo(name, str(root), None, None)
     start = time.perf_counter()
-    run_now("coderag_parser.tasks.index_repo", {"repo": name})
+    load_jobs()  # this process runs every stage of the chain
+    run_now(IndexRepo(repo=name))
     return time.perf_counter() - start
 
 
 def retrieve(repo: str, query: str, settings: Settings) -> list[dict[str, Any]]:
-    """The hits ``POST /retrieve`` returns (code, vector similarity, calls among the hits) with
-    what ``/ask`` adds to them from the catalog (doc, facts, callers, test coverage)."""
-    ranked = rank(repo, query, RETRIEVE_K, settings)
-    graph = Graph(get_catalog().db)
-    symbols = {r.unit.id: r.unit.symbol for r in ranked}
-    return enrich(
-        get_catalog(),
-        repo,
-        [
-            {
-                **to_hit(r, with_text=True).model_dump(),
-                "similarity": r.similarity,
-                "calls": [
-                    symbols[e.callee] for e in graph.callees(repo, r.unit.id) if e.callee in symbols
-                ],
-            }
-            for r in ranked
-        ],
-    )
+    """The hits ``POST /retrieve`` returns (the retriever's one path) with what ``/ask`` adds to
+    them from the catalog (doc, facts, callers, test coverage)."""
+    hits = retrieval.retrieve(repo, query, RETRIEVE_K, settings).dicts()
+    return enrich(get_catalog(), repo, hits)
 
 
 # --- score-gate calibration ----------------------------------------------------------------------

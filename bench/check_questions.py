@@ -40,6 +40,8 @@ sys.path.insert(0, str(BENCH_DIR))
 import fetch  # noqa: E402
 import gold_syntax  # noqa: E402
 
+from coderag.language import has_han  # noqa: E402
+
 TYPES = ("lookup", "descriptive", "chain", "absent")
 LANGS = ("en", "zh")
 KEYS = {"id", "lang", "type", "query", "gold"}
@@ -160,7 +162,7 @@ class Checker:
             self.error(where, f"type must be one of {TYPES}")
         if not isinstance(query, str) or not query.strip():
             self.error(where, "query must be a non-empty string")
-        elif lang == "zh" and not re.search(r"[\u4e00-\u9fff]", query):
+        elif lang == "zh" and not has_han(query):
             self.error(where, "lang is zh but the query has no Chinese characters")
         if not isinstance(gold, list):
             self.error(where, "gold must be a list")

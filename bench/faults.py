@@ -72,9 +72,10 @@ def register(name: str, root: Path) -> None:
 
 def enqueue_index(name: str) -> None:
     """Queue a repository's index on Redis, as POST /repos does."""
+    from coderag.jobs import IndexRepo
     from coderag.queue import enqueue
 
-    enqueue("coderag_parser.tasks.index_repo", {"repo": name})
+    enqueue(IndexRepo(repo=name))
 
 
 def worker_kills(kills: int, root: Path, log: Path) -> tuple[int, int, float]:

@@ -69,9 +69,9 @@ def main() -> int:
     import torch
 
     from coderag_embedder.encoder import default_model_dir
-    from coderag_embedder.evaluation import evaluate, metrics_table
-    from coderag_embedder.pairs import mine_pairs, split_by_symbol
-    from coderag_embedder.training import train
+    from coderag_training.embedder.evaluation import evaluate, metrics_table
+    from coderag_training.embedder.pairs import mine_pairs, split_by_symbol
+    from coderag_training.embedder.training import train
 
     entries = json.loads(PINS.read_text())
     base = default_model_dir()

@@ -38,11 +38,13 @@ os.environ.setdefault("CODERAG_DATA_DIR", str(CACHE / "data"))
 
 from fetch import corpus_root  # noqa: E402
 
+from coderag.app import load_jobs  # noqa: E402
 from coderag.errors import NotFound  # noqa: E402
+from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
-from coderag_generator import finetune  # noqa: E402
 from coderag_generator.backends.llamacpp import default_model_path  # noqa: E402
+from coderag_training.generator import finetune  # noqa: E402
 
 CORPUS = "requests"
 """The pinned corpus fine-tuned on."""
@@ -86,7 +88,8 @@ def ensure_indexed(name: str) -> float | None:
     except NotFound:
         catalog.create_repo(name, str(corpus_root(name)), None, None)
     started = time.monotonic()
-    run_now("coderag_parser.tasks.index_repo", {"repo": name})
+    load_jobs()  # this process runs every stage of the chain
+    run_now(IndexRepo(repo=name))
     return time.monotonic() - started
 
 

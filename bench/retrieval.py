@@ -33,6 +33,8 @@ import numpy as np  # noqa: E402
 from fetch import corpus_root, load_corpora  # noqa: E402
 
 from coderag import embedding  # noqa: E402
+from coderag.app import load_jobs  # noqa: E402
+from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
@@ -204,7 +206,8 @@ def index_corpus(corpus: dict, reuse: bool, root: Path | None = None) -> tuple[f
     get_vectors().drop(name)
     catalog.create_repo(name, str(root), None, None)
     t = time.perf_counter()
-    run_now("coderag_parser.tasks.index_repo", {"repo": name})
+    load_jobs()  # this process runs every stage of the chain
+    run_now(IndexRepo(repo=name))
     return time.perf_counter() - t, False
 
 

@@ -15,7 +15,9 @@ from typing import Any
 
 from git_history import NOW, build
 
+from coderag.app import load_jobs
 from coderag.errors import NotFound
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import Settings
 from coderag.store import get_catalog
@@ -68,7 +70,8 @@ def run(
         with contextlib.suppress(NotFound):
             catalog.delete_repo(REPO)
         catalog.create_repo(REPO, str(root), None, None)
-        run_now("coderag_parser.tasks.index_repo", {"repo": REPO})
+        load_jobs()  # this process runs every stage of the chain
+        run_now(IndexRepo(repo=REPO))
     path = HERE / "questions" / "history.jsonl"
     questions = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]
     rows, misses = [], []

@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coderag import embedding, queue
+from coderag.app import load_jobs
 from coderag.settings import get_settings
 from coderag.store import reset_stores
 from coderag_embedder.queries import local
@@ -24,6 +25,8 @@ from coderag_embedder.queries import local
 embedding.use_local(local())
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+load_jobs()  # the test process runs every service's jobs: in-process and as rq SimpleWorkers
 
 
 @pytest.fixture(autouse=True)

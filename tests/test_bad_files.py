@@ -14,12 +14,11 @@ from fastapi.testclient import TestClient
 
 from coderag import progress
 from coderag.app import create_app
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from tests.conftest import commit_all, wait_ready
-
-INDEX = "coderag_parser.tasks.index_repo"
 
 
 def deep_java(levels: int) -> str:
@@ -103,7 +102,7 @@ def test_a_killed_parser_process_skips_only_the_file_it_was_parsing(
     stop = progress.listen(kill_workers)
     try:
         get_catalog().create_repo("crash", str(root), None, None)
-        run_now(INDEX, {"repo": "crash"})
+        run_now(IndexRepo(repo="crash"))
     finally:
         stop()
     repo = get_catalog().get_repo("crash")

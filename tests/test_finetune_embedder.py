@@ -13,21 +13,22 @@ import numpy as np
 import pytest
 import torch
 
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag_embedder.encoder import Encoder, unit_text
-from coderag_embedder.evaluation import evaluate
-from coderag_embedder.finetune import main
-from coderag_embedder.pairs import (
+from coderag_parser.units import parse_source
+from coderag_training.embedder.evaluation import evaluate
+from coderag_training.embedder.finetune import main
+from coderag_training.embedder.pairs import (
     Pair,
     head_of,
     mine_pairs,
     retriever_hard_negatives,
     split_by_symbol,
 )
-from coderag_embedder.training import SUMMARY_FILE, nt_xent, train
-from coderag_parser.units import parse_source
+from coderag_training.embedder.training import SUMMARY_FILE, nt_xent, train
 from tests.conftest import commit_all
 from tests.tinymodels import build_tiny_roberta
 
@@ -237,7 +238,7 @@ def test_retriever_hard_negatives_rank_other_units(
     monkeypatch.setenv("CODERAG_EMBED_MODEL", str(tiny_model))
     get_settings.cache_clear()
     get_catalog().create_repo("shop", str(history), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": "shop"})
+    run_now(IndexRepo(repo="shop"))
     pairs = mine_pairs(history, max_commits=1, hard_negatives=retriever_hard_negatives("shop", 3))
     assert pairs
     for p in pairs:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog
@@ -21,11 +22,11 @@ from coderag_generator import prompts
 from coderag_generator.backends import get_backend
 from coderag_generator.backends.hf import HFBackend
 from coderag_generator.chat_tokens import collate, encode, end_of_turn
-from coderag_generator.compliance import CLARIFY_MARKERS, NEGATIONS, cites_target, comply
-from coderag_generator.finetune import GGUF_FILE, SUMMARY_FILE, main
-from coderag_generator.gguf_tools import llama_cpp_tools
-from coderag_generator.training import answer_loss, lora_config
-from coderag_generator.traps import KINDS, build_traps
+from coderag_training.generator.compliance import CLARIFY_MARKERS, NEGATIONS, cites_target, comply
+from coderag_training.generator.finetune import GGUF_FILE, SUMMARY_FILE, main
+from coderag_training.generator.gguf_tools import llama_cpp_tools
+from coderag_training.generator.training import answer_loss, lora_config
+from coderag_training.generator.traps import KINDS, build_traps
 from tests.tinymodels import build_tiny_qwen2, build_tiny_roberta
 
 _HAN = re.compile(r"[\u3400-\u9fff]")
@@ -54,7 +55,7 @@ def indexed(sample_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("CODERAG_EMBED_MODEL", str(build_tiny_roberta(tmp_path / "roberta")))
     get_settings.cache_clear()
     get_catalog().create_repo("sample", str(sample_repo), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": "sample"})
+    run_now(IndexRepo(repo="sample"))
     assert get_catalog().get_repo("sample").status == "ready"
     return "sample"
 

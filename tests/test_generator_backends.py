@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from coderag.errors import ConfigError
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog
@@ -299,7 +300,7 @@ def test_llm_query_rewrite_against_a_real_server(
 ) -> None:
     """CODERAG_QUERY_REWRITE=llm: the server's queries are searched beside the question."""
     get_catalog().create_repo("rw", str(sample_repo), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": "rw"})
+    run_now(IndexRepo(repo="rw"))
     question = "How does the service validate an order before processing it?"
     settings = get_settings().model_copy(
         update={"query_rewrite": "llm", "llm_base_url": llama_server, "llm_api_key": API_KEY}

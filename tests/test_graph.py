@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.store import get_catalog
 from coderag.store.graph import Graph
@@ -14,7 +15,7 @@ def _index(root: Path, files: dict[str, str], name: str = "g") -> dict[str, str]
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     get_catalog().create_repo(name, str(root), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": name})
+    run_now(IndexRepo(repo=name))
     return {u.symbol: u.id for u in get_catalog().units(name)}
 
 

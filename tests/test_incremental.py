@@ -8,12 +8,11 @@ from pathlib import Path
 
 import git
 
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.store import get_catalog, get_vectors
 from coderag_embedder.encoder import get_encoders
 from tests.conftest import FIXTURES, commit_all
-
-INDEX = "coderag_parser.tasks.index_repo"
 
 
 def snapshot(repo: str) -> dict:
@@ -63,7 +62,7 @@ def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
     first = commit_all(repo, "first")
     cat = get_catalog()
     cat.create_repo("inc", str(root), None, None)
-    out = run_now(INDEX, {"repo": "inc"})
+    out = run_now(IndexRepo(repo="inc"))
     assert out["full_walk"] and cat.get_repo("inc").commit == first
     cached = lambda: cat.db.read("SELECT COUNT(*) FROM embed_cache")[0][0]  # noqa: E731
 
@@ -72,7 +71,7 @@ def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
     go.write_text(go.read_text().replace('return "orders"', 'return "orders-v2"'))
     edit = commit_all(repo, "rename the service")
     before = cached()
-    out = run_now(INDEX, {"repo": "inc"})
+    out = run_now(IndexRepo(repo="inc"))
     assert not out["full_walk"] and out["files"] == ["go/sample.go"]
     assert cached() == before + len(get_encoders())  # only the edited method was encoded
     name_unit = next(u for u in cat.units("inc", ["go/sample.go"]) if u.symbol == "Service.Name")
@@ -86,7 +85,7 @@ def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
     repo.git.mv("typescript/sample.ts", "typescript/client.ts")
     commit_all(repo, "refunds, drop java, rename client")
     before = cached()
-    out = run_now(INDEX, {"repo": "inc"})
+    out = run_now(IndexRepo(repo="inc"))
     assert not out["full_walk"]
     assert sorted(out["files"]) == ["python/refunds.py", "typescript/client.ts"]
     assert out["removed"] == ["java/Sample.java", "typescript/sample.ts"]
@@ -98,20 +97,20 @@ def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
     py = root / "python" / "sample.py"
     original = py.read_text()
     py.write_text(original.replace("empty order", "no items"))
-    run_now(INDEX, {"repo": "inc"})
+    run_now(IndexRepo(repo="inc"))
     assert "no items" in "".join(u.text for u in cat.units("inc", ["python/sample.py"]))
     py.write_text(original)
-    run_now(INDEX, {"repo": "inc"})
+    run_now(IndexRepo(repo="inc"))
     assert "no items" not in "".join(u.text for u in cat.units("inc", ["python/sample.py"]))
 
     # 4. a .gitignore change excludes a directory: a full walk drops its files
     (root / ".gitignore").write_text("go/\n")
     commit_all(repo, "ignore go")
-    out = run_now(INDEX, {"repo": "inc"})
+    out = run_now(IndexRepo(repo="inc"))
     assert out["full_walk"] and "go/sample.go" in out["removed"]
 
     incremental = snapshot("inc")
     cat.create_repo("full", str(root), None, None)
-    run_now(INDEX, {"repo": "full"})
+    run_now(IndexRepo(repo="full"))
     assert snapshot("full") == incremental
     assert cat.get_repo("full").units == cat.get_repo("inc").units

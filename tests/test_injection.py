@@ -9,6 +9,7 @@ from pathlib import Path
 import git
 import pytest
 
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog
@@ -68,7 +69,7 @@ def test_an_injection_in_the_code_cannot_forge_a_citation_with_llamacpp(
     (root / "ops" / "admin.py").write_text(ADMIN)
     commit_all(git.Repo.init(root), "billing")
     get_catalog().create_repo("inj", str(root), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": "inj"})
+    run_now(IndexRepo(repo="inj"))
 
     settings = Settings(llm_backend="llamacpp", max_new_tokens=64, temperature=0.0)
     query = "How is the customer's card charged?"

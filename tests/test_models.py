@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from coderag.errors import ConfigError
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog, get_vectors
@@ -45,7 +46,7 @@ def test_any_local_encoder_directory_works(
     monkeypatch.setenv("CODERAG_EMBED_POOLING", "cls")
     get_settings.cache_clear()
     get_catalog().create_repo("tiny", str(sample_repo), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": "tiny"})
+    run_now(IndexRepo(repo="tiny"))
     assert get_catalog().get_repo("tiny").status == "ready"
     assert get_vectors().count("tiny") == get_catalog().get_repo("tiny").units
     hits = rank("tiny", "ProcessOrder", 3, get_settings())
@@ -84,7 +85,7 @@ def test_llamacpp_answers_cite_a_retrieved_unit(smollm: LlamaCppBackend, sample_
     """The citation grammar makes even the 135M model end its statements with an anchor of a
     unit in the prompt: a non-refused answer with checked citations, or this test fails."""
     get_catalog().create_repo("llm", str(sample_repo), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": "llm"})
+    run_now(IndexRepo(repo="llm"))
     settings = Settings(llm_backend="llamacpp", max_new_tokens=160, temperature=0.0)
     query = "How does ProcessOrder validate the request?"
     hits = [

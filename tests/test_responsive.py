@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import Settings
 from coderag.store import get_catalog, get_vectors
@@ -23,8 +24,6 @@ WAIT_S = 600
 """Deadlock guard: how long a step may take on a loaded 2-core machine before the test fails."""
 
 QUESTION = "where are orders created"
-
-INDEX = "coderag_parser.tasks.index_repo"
 
 
 def index_call(encoder: Any) -> tuple[Any, str]:
@@ -98,7 +97,7 @@ def test_queries_complete_while_an_indexing_batch_is_in_progress(
         wrap(monkeypatch, index_call(enc), "indexer", hold)
     cat = get_catalog()
     cat.create_repo("busy", str(sample_repo), None, None)
-    indexer = in_thread("indexer", lambda: run_now(INDEX, {"repo": "busy"}))
+    indexer = in_thread("indexer", lambda: run_now(IndexRepo(repo="busy")))
     for space in encoders:
         assert held[space].wait(WAIT_S), f"indexing never reached a {space} batch"
         for other, enc in encoders.items():

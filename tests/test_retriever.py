@@ -9,6 +9,7 @@ import git
 import numpy as np
 import pytest
 
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.schemas import Unit
 from coderag.settings import Settings, get_settings
@@ -53,7 +54,7 @@ def _index(
             monkeypatch.setenv(k, v)
         get_settings.cache_clear()
     get_catalog().create_repo(name, str(root), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": name})
+    run_now(IndexRepo(repo=name))
 
 
 def test_vote_and_mmr_logic() -> None:
@@ -132,7 +133,7 @@ def test_history_route_prefers_recently_changed_files(
         (root / "b.py").write_text(files["b.py"] + f"# rev {i}\n")
         commit_all(repo, f"edit {i}")
     get_catalog().create_repo("h", str(root), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": "h"})
+    run_now(IndexRepo(repo="h"))
     assert get_catalog().history("h") == {"a.py": 1, "b.py": 4}
     only_history = Settings(route_weights="keyword:1,history:5", fusion="vote")
     ranked = rank("h", "parse config", 2, only_history)
@@ -265,7 +266,7 @@ def test_second_encoder_feeds_the_vector2_route(
 
     monkeypatch.setenv("CODERAG_EMBED_MODEL_2", "")
     get_settings.cache_clear()
-    run_now("coderag_parser.tasks.index_repo", {"repo": "two"})
+    run_now(IndexRepo(repo="two"))
     assert get_vectors().count("two", "vector2") == 0, "a switched-off encoder leaves no vectors"
     assert (
         rank(

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import Settings
 from coderag.store import get_catalog
@@ -98,7 +99,7 @@ def good(messages: list[dict[str, str]]) -> str:
 @pytest.fixture
 def hits(sample_repo: Path) -> list[dict[str, Any]]:
     get_catalog().create_repo("s", str(sample_repo), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": "s"})
+    run_now(IndexRepo(repo="s"))
     query = "How does ProcessOrder validate the request?"
     found = [
         {**to_hit(r, with_text=True).model_dump(), "similarity": r.similarity}

@@ -11,6 +11,7 @@ from redis import Redis
 from rq import Queue, SimpleWorker
 
 from coderag.app import create_app
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
@@ -59,7 +60,7 @@ def test_vectors_in_a_chroma_server(
     monkeypatch.setenv("CODERAG_CHROMA_URL", chroma_server)
     get_settings.cache_clear()
     get_catalog().create_repo("remote", str(sample_repo), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": "remote"})
+    run_now(IndexRepo(repo="remote"))
     assert get_vectors().count("remote") == get_catalog().get_repo("remote").units
     assert (
         rank("remote", "NewService constructor", 3, get_settings())[0].unit.symbol == "NewService"
@@ -75,13 +76,13 @@ def test_generator_reaches_retriever_errors_through_its_client() -> None:
 
 def test_reindex_restores_missing_vectors(sample_repo: Path) -> None:
     get_catalog().create_repo("heal", str(sample_repo), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": "heal"})
+    run_now(IndexRepo(repo="heal"))
     units = get_catalog().get_repo("heal").units
     get_vectors().drop("heal")  # as if the embedder had failed after the parser recorded files
-    run_now("coderag_parser.tasks.index_repo", {"repo": "heal"})
+    run_now(IndexRepo(repo="heal"))
     assert get_vectors().count("heal") == units
     unit_ids = {u.id for u in get_catalog().units("heal")}
     get_vectors().delete("heal", [sorted(unit_ids)[0]])
     get_vectors().upsert("heal", ["orphan"], get_encoder().encode(["gone"]), [{"file": "gone.py"}])
-    run_now("coderag_parser.tasks.index_repo", {"repo": "heal"})
+    run_now(IndexRepo(repo="heal"))
     assert get_vectors().ids("heal") == unit_ids, "the missing vector back, the orphan gone"

@@ -9,13 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import collection_name
 from coderag_embedder.encoder import get_encoder
-
-INDEX = "coderag_parser.tasks.index_repo"
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +33,7 @@ def collection(repo: str):
 def test_repair_fixes_stale_hashless_missing_and_orphaned_vectors(sample_repo: Path) -> None:
     cat = get_catalog()
     cat.create_repo("agree", str(sample_repo), None, None)
-    run_now(INDEX, {"repo": "agree"})
+    run_now(IndexRepo(repo="agree"))
     expected = cat.unit_hashes("agree")
     assert get_vectors().hashes("agree") == expected, "every vector carries its unit's hash"
 
@@ -53,7 +52,7 @@ def test_repair_fixes_stale_hashless_missing_and_orphaned_vectors(sample_repo: P
     col.delete(ids=[missing])
     col.upsert(ids=["orphan"], embeddings=[wrong.tolist()], metadatas=[{"file": "gone.py"}])
 
-    out = run_now(INDEX, {"repo": "agree"})  # nothing changed on disk: only the repair works
+    out = run_now(IndexRepo(repo="agree"))  # nothing changed on disk: only the repair works
     assert out["files"] == []
     assert get_vectors().hashes("agree") == expected
     fixed = col.get(ids=[stale, hashless], include=["embeddings"])

@@ -18,7 +18,7 @@ def health(settings: SettingsDep, catalog: CatalogDep) -> dict:
     """Liveness and each dependency's state."""
     deps: dict[str, str] = {}
     try:
-        catalog.db.read("SELECT 1")
+        catalog.db.ping()
         deps["sqlite"] = "ok"
     except Exception as exc:
         deps["sqlite"] = f"error: {exc}"

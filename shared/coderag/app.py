@@ -20,11 +20,26 @@ from coderag.settings import get_settings
 SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever", "coderag_generator")
 """Service packages; each has ``api.router`` and ``api.lifespan``."""
 
+JOB_SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever")
+"""Service packages with a ``tasks`` module, whose import registers their job handlers."""
+
+
+def load_jobs(services: tuple[str, ...] = JOB_SERVICES) -> None:
+    """Register the job handlers this process runs by importing services' tasks: the given
+    services' with Redis (each service's worker runs its own queue), all without (every job of a
+    chain then runs in this process)."""
+    if not get_settings().redis_url:
+        services = JOB_SERVICES
+    for name in services:
+        if name in JOB_SERVICES:
+            importlib.import_module(f"{name}.tasks")
+
 
 def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     """An app serving the given services (all four by default) plus /health and the audit."""
     get_settings()  # a malformed setting (CODERAG_API_TOKENS, ...) stops start-up here
     modules = [importlib.import_module(f"{name}.api") for name in services]
+    load_jobs(services)
     if "coderag_embedder" in services:
         # the retriever in this process embeds its queries with the embedder's own functions
         from coderag_embedder.queries import local

@@ -7,25 +7,13 @@ import contextvars
 import csv
 import io
 import json
-import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from coderag.errors import InvalidInput
-from coderag.store import Catalog
+from coderag.store import Catalog, audit_log
 
-CSV_COLUMNS = (
-    "id",
-    "ts",
-    "user",
-    "endpoint",
-    "repo",
-    "query",
-    "retrieved_files",
-    "llm_input_tokens",
-    "response_ms",
-    "status",
-)
+CSV_COLUMNS = ("id", "ts", *audit_log.COLUMNS)
 """Columns of the export, in order."""
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -71,15 +59,7 @@ def record(
         round(response_ms, 2),
         status,
     )
-
-    def insert(conn: sqlite3.Connection) -> None:
-        conn.execute(
-            "INSERT INTO audit (user, endpoint, repo, query, retrieved_files, llm_input_tokens, "
-            "response_ms, status) VALUES (?,?,?,?,?,?,?,?)",
-            row,
-        )
-
-    catalog.db.write(insert)
+    audit_log.insert(catalog.db, row)
     if (call := current_call.get()) is not None:
         call["recorded"] = True
     for observe in observers:
@@ -109,19 +89,11 @@ def parse_time(value: str | None, name: str) -> str | None:
 def export_csv(catalog: Catalog, since: str | None, until: str | None) -> Iterator[str]:
     """CSV text of the rows with since <= ts < until, header first."""
     lo, hi = parse_time(since, "since"), parse_time(until, "until")
-    sql = f"SELECT {', '.join(CSV_COLUMNS)} FROM audit WHERE 1=1"
-    params: list[str] = []
-    if lo:
-        sql += " AND ts >= ?"
-        params.append(lo)
-    if hi:
-        sql += " AND ts < ?"
-        params.append(hi)
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(CSV_COLUMNS)
     yield buf.getvalue()
-    for row in catalog.db.read(sql + " ORDER BY id", tuple(params)):
+    for row in audit_log.rows(catalog.db, CSV_COLUMNS, lo, hi):
         buf.seek(0)
         buf.truncate()
         writer.writerow([safe_cell(row[c]) for c in CSV_COLUMNS])

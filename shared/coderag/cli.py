@@ -23,10 +23,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from coderag import progress
+    from coderag.app import load_jobs
     from coderag.errors import NotFound
+    from coderag.jobs import IndexRepo
     from coderag.queue import run_now
     from coderag.store import get_catalog
 
+    load_jobs()
     root = Path(args.path).expanduser()
     if not root.is_dir():
         print(f"error: {args.path} is not a directory", file=sys.stderr)
@@ -53,7 +56,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     stop = progress.listen(show)
     try:
-        run_now("coderag_parser.tasks.index_repo", {"repo": name})
+        run_now(IndexRepo(repo=name))
     finally:
         stop()
         for bar in bars.values():
@@ -79,15 +82,17 @@ def cmd_search(args: argparse.Namespace) -> int:
     """Print the best units for a query."""
     from coderag.deps import require_query, require_searchable
     from coderag.store import get_catalog
-    from coderag_retriever.search import rank
+    from coderag_retriever.retrieval import retrieve
 
     settings = get_settings()
     query = require_query(args.query, settings)
     require_searchable(get_catalog(), args.repo)
     _embed_in_process()
-    for r in rank(args.repo, query, args.top_k, settings):
-        u = r.unit
-        print(f"{r.score:.3f}  {u.file}:{u.start_line}-{u.end_line}  {u.symbol}  ({u.kind})")
+    found = retrieve(args.repo, query, args.top_k, settings)
+    for h in found.hits:
+        print(f"{h.score:.3f}  {h.file}:{h.start_line}-{h.end_line}  {h.symbol}  ({h.kind})")
+    if found.below_gate:
+        print("(below the score gate: the code probably does not answer this)")
     return 0
 
 
@@ -96,19 +101,19 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from coderag.deps import require_query, require_searchable
     from coderag.store import get_catalog
     from coderag_generator.answer import answer_events
+    from coderag_generator.api import RETRIEVE_K, plan_retrieval
     from coderag_generator.backends import get_backend
     from coderag_generator.details import enrich
-    from coderag_retriever.search import rank, to_hit
+    from coderag_retriever.retrieval import retrieve
 
     settings = get_settings()
     catalog = get_catalog()
     query = require_query(args.query, settings)
     require_searchable(catalog, args.repo)
     _embed_in_process()
-    hits = [
-        {**to_hit(r, with_text=True).model_dump(), "similarity": r.similarity}
-        for r in rank(args.repo, query, 10, settings)
-    ]
+    # the same retrieval as /ask: its query, its number of hits, its hit form
+    retrieval_query, _ = plan_retrieval(query, [], settings.max_query_chars)
+    hits = retrieve(args.repo, retrieval_query, RETRIEVE_K, settings).dicts()
     hits = enrich(catalog, args.repo, hits)
     backend = get_backend(settings)
     for event in answer_events(
@@ -130,7 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP server (all services, or the ones named)."""
     import uvicorn
 
-    from coderag.app import SERVICES, create_app
+    from coderag.app import SERVICES, create_app, load_jobs
     from coderag.hosts import listen_token
 
     services = tuple(f"coderag_{s}" for s in args.service) if args.service else SERVICES
@@ -155,6 +160,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             flush=True,
         )
     if args.index:
+        load_jobs(services)
         name = _register(Path(args.index).expanduser())
         _print_tryout(name, f"http://{host}:{port}")
     uvicorn.run(create_app(services), host=host, port=port, log_level="info")
@@ -171,6 +177,7 @@ def _allow_root(root: Path) -> None:
 def _register(root: Path) -> str:
     """Add a directory as a repository (or reindex it) and queue its indexing."""
     from coderag.errors import NotFound
+    from coderag.jobs import IndexRepo
     from coderag.queue import enqueue
     from coderag.store import get_catalog
 
@@ -182,7 +189,7 @@ def _register(root: Path) -> str:
         catalog.get_repo(name)
     except NotFound:
         catalog.create_repo(name, str(root.resolve()), None, None)
-    enqueue("coderag_parser.tasks.index_repo", {"repo": name})
+    enqueue(IndexRepo(repo=name))
     return name
 
 
@@ -213,12 +220,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from redis import Redis
     from rq import Queue, Worker
 
+    from coderag.app import load_jobs
     from coderag.recovery import heal_forever
 
     settings = get_settings()
     if not settings.redis_url:
         print("error: set REDIS_URL to run a worker", file=sys.stderr)
         return 2
+    load_jobs(tuple(f"coderag_{q}" for q in args.queues))  # only the services this worker runs
     conn = Redis.from_url(settings.redis_url)
     stop = threading.Event()  # every worker also restarts indexing whose worker died
     threading.Thread(target=heal_forever, args=(settings, stop), daemon=True).start()
@@ -247,7 +256,7 @@ def cmd_export_audit(args: argparse.Namespace) -> int:
 
 def cmd_finetune_embedder(args: argparse.Namespace) -> int:
     """Contrastively fine-tune the encoder on the repository's own history (E5)."""
-    from coderag_embedder.finetune import main as finetune
+    from coderag_training.embedder.finetune import main as finetune
 
     _embed_in_process()  # hard negatives are mined by searching
     return finetune(args.rest)
@@ -255,7 +264,7 @@ def cmd_finetune_embedder(args: argparse.Namespace) -> int:
 
 def cmd_finetune_generator(args: argparse.Namespace) -> int:
     """Train a LoRA adapter on trap samples built from an indexed repository (G6)."""
-    from coderag_generator.finetune import main as finetune
+    from coderag_training.generator.finetune import main as finetune
 
     return finetune(args.rest)
 

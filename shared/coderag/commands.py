@@ -33,17 +33,20 @@ def cmd_repos(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Reindex a registered repository: now, or on the rq queue with REDIS_URL set."""
+    from coderag.app import load_jobs
+    from coderag.jobs import IndexRepo
     from coderag.queue import enqueue, run_now
     from coderag.store import get_catalog
 
     catalog = get_catalog()
     catalog.get_repo(args.name)
-    job, payload = "coderag_parser.tasks.index_repo", {"repo": args.name}
+    job = IndexRepo(repo=args.name)
     if get_settings().redis_url:
-        job_id = enqueue(job, payload)
+        job_id = enqueue(job)
         _emit(args, {"name": args.name, "queued": job_id}, [f"{args.name}: queued as {job_id}"])
         return 0
-    run_now(job, payload)
+    load_jobs()
+    run_now(job)
     repo = catalog.get_repo(args.name)
     line = (
         f"{repo.name}: {repo.status}, {repo.files} files, {repo.units} units, "

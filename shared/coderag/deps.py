@@ -87,8 +87,7 @@ def require_query(text: str, settings: Settings) -> str:
 def require_searchable(catalog: Catalog, repo: str) -> None:
     """NotFound for an unknown repository, Conflict while its first index is not finished."""
     state = catalog.get_repo(repo)
-    rows = catalog.db.read("SELECT generation FROM repos WHERE name=?", (repo,))
-    if rows and rows[0]["generation"] > 0:
+    if catalog.published(repo)[0] > 0:
         return
     if state.status == "error":
         raise Conflict(f"repository {repo!r} failed to index: {state.error}")

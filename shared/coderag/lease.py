@@ -18,29 +18,14 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from coderag.store import Catalog
+from coderag.store import Catalog, leases
 
 
 def start_chain(catalog: Catalog, name: str, lease_s: float) -> str | None:
     """Take the repository's lease for a new chain and return its token; None (and ``pending``
     set) when a live chain holds it."""
-    token = uuid.uuid4().hex
-
-    def claim(conn: sqlite3.Connection) -> str | None:
-        row = conn.execute("SELECT lease_until FROM repos WHERE name=?", (name,)).fetchone()
-        now = time.time()
-        if row is None:
-            return None
-        if row[0] is not None and row[0] > now:
-            conn.execute("UPDATE repos SET pending=1 WHERE name=?", (name,))
-            return None
-        conn.execute(
-            "UPDATE repos SET lease_owner=?, lease_until=?, pending=0 WHERE name=?",
-            (token, now + lease_s, name),
-        )
-        return token
-
-    return catalog.db.write(claim)
+    now = time.time()
+    return leases.claim(catalog.db, name, uuid.uuid4().hex, now, now + lease_s)
 
 
 def continue_chain(catalog: Catalog, name: str, token: str | None, lease_s: float) -> bool:
@@ -49,14 +34,7 @@ def continue_chain(catalog: Catalog, name: str, token: str | None, lease_s: floa
     version (no token) runs."""
     if token is None:
         return True
-
-    def renew(conn: sqlite3.Connection) -> int:
-        return conn.execute(
-            "UPDATE repos SET lease_until=? WHERE name=? AND lease_owner=?",
-            (time.time() + lease_s, name, token),
-        ).rowcount
-
-    return bool(catalog.db.write(renew))
+    return leases.renew(catalog.db, name, token, time.time() + lease_s)
 
 
 @contextmanager
@@ -73,11 +51,7 @@ def renewing(catalog: Catalog, name: str, token: str | None, lease_s: float) -> 
         try:
             while not stop.wait(lease_s / 4):
                 with contextlib.suppress(sqlite3.Error):  # a missed beat only shortens it
-                    conn.execute(
-                        "UPDATE repos SET lease_until=? WHERE name=? AND lease_owner=?",
-                        (time.time() + lease_s, name, token),
-                    )
-                    conn.commit()
+                    leases.beat(conn, name, token, time.time() + lease_s)
         finally:
             conn.close()
 
@@ -93,27 +67,9 @@ def renewing(catalog: Catalog, name: str, token: str | None, lease_s: float) -> 
 def release(catalog: Catalog, name: str, token: str | None) -> None:
     """Let a retry of a failed stage (or another chain) take the lease at once."""
     if token is not None:
-        catalog.db.write(
-            lambda c: c.execute(
-                "UPDATE repos SET lease_until=NULL WHERE name=? AND lease_owner=?", (name, token)
-            )
-        )
+        leases.release(catalog.db, name, token)
 
 
 def finish_chain(catalog: Catalog, name: str, token: str | None) -> bool:
     """End chain ``token`` (the repository is ready); returns whether a reindex is pending."""
-
-    def finish(conn: sqlite3.Connection) -> bool:
-        row = conn.execute(
-            "SELECT pending, lease_owner FROM repos WHERE name=?", (name,)
-        ).fetchone()
-        if row is None or (token is not None and row[1] not in (None, token)):
-            return False
-        conn.execute(
-            "UPDATE repos SET lease_owner=NULL, lease_until=NULL, pending=0, attempts=0 "
-            "WHERE name=?",
-            (name,),
-        )
-        return bool(row[0])
-
-    return catalog.db.write(finish)
+    return leases.finish(catalog.db, name, token)

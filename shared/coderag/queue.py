@@ -1,34 +1,26 @@
-"""One way to run a job: ``enqueue("coderag_parser.tasks.index_repo", {...})``.
+"""One way to run a job: ``enqueue(IndexRepo(repo="svc"))``.
 
-Jobs are plain functions taking and returning JSON-able dicts. With ``REDIS_URL`` set they go to
-the rq queue named after the owning service (parser, embedder, retriever, generator), where that
-service's worker picks them up. Without it they run in this process on one background thread, in
-order; a job enqueued by a running job runs inline at once, so a whole parse → embed → refresh
-chain finishes inside the job that started it.
+A job is a typed payload (``coderag.jobs``) naming its owning service's queue; the service
+registered the function that runs it. With ``REDIS_URL`` set a job goes to that service's rq queue
+as ``perform(job name, payload)``, and the service's worker (which imported its own tasks) looks
+the handler up. Without it jobs run in this process on one background thread, in order; a job
+enqueued by a running job runs inline at once, so a whole parse → embed → refresh chain finishes
+inside the job that started it.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import queue
 import threading
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from coderag.errors import Unavailable
+from coderag.jobs import Job, handler, job_type
 from coderag.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
-
-QUEUE_OF_PACKAGE = {
-    "coderag_parser": "parser",
-    "coderag_embedder": "embedder",
-    "coderag_retriever": "retriever",
-    "coderag_generator": "generator",
-}
-"""rq queue that runs the jobs of each service package."""
 
 JOB_TIMEOUT_S = 6 * 3600
 """rq job timeout: indexing a million-line repository on CPU takes hours."""
@@ -41,25 +33,23 @@ OUTCOMES = {"done": 0, "failed": 0}
 _local = threading.local()
 
 
-def resolve(job: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Import a job function from its dotted path."""
-    module, _, name = job.rpartition(".")
-    if module.split(".")[0] not in QUEUE_OF_PACKAGE:
-        raise ValueError(f"{job!r} is not a coderag job")
-    return getattr(importlib.import_module(module), name)
+PERFORM = "coderag.queue.perform"
+"""The function every rq job calls; it finds the job's handler in the worker's registry."""
 
 
-def queue_name(job: str) -> str:
-    """The rq queue a job goes to."""
-    return QUEUE_OF_PACKAGE[job.split(".")[0]]
+def perform(name: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Run a job by name (what an rq worker calls): check the payload against its model, then
+    call the handler this process registered."""
+    job = job_type(name).model_validate(payload)
+    return handler(name)(job.model_dump(mode="json"))
 
 
-def run_now(job: str, payload: dict[str, Any]) -> dict[str, Any]:
+def run_now(job: Job) -> dict[str, Any]:
     """Run a job on this thread; jobs it enqueues run inline too."""
     previous = getattr(_local, "inline", False)
     _local.inline = True
     try:
-        return resolve(job)(payload)
+        return handler(job.job)(job.model_dump(mode="json"))
     finally:
         _local.inline = previous
 
@@ -68,19 +58,19 @@ class _InProcess:
     """A single background thread that runs queued jobs in order."""
 
     def __init__(self) -> None:
-        self.jobs: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+        self.jobs: queue.Queue[Job] = queue.Queue()
         self.thread = threading.Thread(target=self._run, name="coderag-jobs", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         while True:
-            job, payload = self.jobs.get()
+            job = self.jobs.get()
             try:
-                run_now(job, payload)
+                run_now(job)
                 OUTCOMES["done"] += 1
             except Exception:
                 OUTCOMES["failed"] += 1
-                log.exception("job %s failed", job)
+                log.exception("job %s failed", job.job)
             finally:
                 self.jobs.task_done()
 
@@ -97,33 +87,38 @@ def _in_process() -> _InProcess:
         return _worker
 
 
-def enqueue(job: str, payload: dict[str, Any], settings: Settings | None = None) -> str:
-    """Queue a job; returns its id."""
+def enqueue(job: Job, settings: Settings | None = None) -> str:
+    """Queue a job on its service's queue; returns its id."""
     settings = settings or get_settings()
-    resolve(job)
-    if getattr(_local, "inline", False) and not settings.redis_url:
-        run_now(job, payload)
-        return "inline-" + uuid.uuid4().hex
-    if settings.redis_url:
-        from redis import Redis
-        from redis.exceptions import ConnectionError, TimeoutError
-        from rq import Queue, Retry
+    if not settings.redis_url:
+        handler(job.job)  # a job nobody here can run fails now, not later on the thread
+        if getattr(_local, "inline", False):
+            run_now(job)
+            return "inline-" + uuid.uuid4().hex
+        _in_process().jobs.put(job)
+        return "local-" + uuid.uuid4().hex
+    from redis import Redis
+    from redis.exceptions import ConnectionError, TimeoutError
+    from rq import Queue, Retry
 
-        conn = Redis.from_url(settings.redis_url)
-        try:
-            rq_job = Queue(queue_name(job), connection=conn).enqueue(
-                job, payload, retry=Retry(max=2, interval=[5, 30]), job_timeout=JOB_TIMEOUT_S
-            )
-            if "repo" in payload:  # the chain's latest job, for recovery.heal to look at
-                conn.set(JOB_KEY.format(payload["repo"]), rq_job.id, ex=JOB_TIMEOUT_S)
-        except (ConnectionError, TimeoutError) as exc:
-            raise Unavailable(
-                f"the job queue (Redis) is not reachable: {exc}; nothing was queued, try again "
-                "when it is back"
-            ) from exc
-        return rq_job.id
-    _in_process().jobs.put((job, payload))
-    return "local-" + uuid.uuid4().hex
+    conn = Redis.from_url(settings.redis_url)
+    try:
+        rq_job = Queue(job.queue, connection=conn).enqueue(
+            PERFORM,
+            job.job,
+            job.model_dump(mode="json"),
+            retry=Retry(max=2, interval=[5, 30]),
+            job_timeout=JOB_TIMEOUT_S,
+            description=f"{job.job}({job.repo})",
+        )
+        # the chain's latest job, for recovery.heal to look at
+        conn.set(JOB_KEY.format(job.repo), rq_job.id, ex=JOB_TIMEOUT_S)
+    except (ConnectionError, TimeoutError) as exc:
+        raise Unavailable(
+            f"the job queue (Redis) is not reachable: {exc}; nothing was queued, try again "
+            "when it is back"
+        ) from exc
+    return rq_job.id
 
 
 def pending() -> int:

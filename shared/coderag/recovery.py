@@ -12,15 +12,13 @@ from datetime import UTC, datetime
 from redis.exceptions import RedisError
 
 from coderag.errors import NotFound, Unavailable
+from coderag.jobs import IndexRepo
 from coderag.lease import release
 from coderag.queue import JOB_KEY, enqueue
 from coderag.settings import Settings
-from coderag.store import Catalog
+from coderag.store import Catalog, leases
 
 log = logging.getLogger(__name__)
-
-INDEX_JOB = "coderag_parser.tasks.index_repo"
-"""The first stage of a repository's indexing chain."""
 
 IN_PROGRESS = ("queued", "indexing")
 """States a repository leaves only when its chain ends."""
@@ -90,10 +88,7 @@ def heal(catalog: Catalog, settings: Settings, startup: bool = False) -> list[st
 
 
 def _heal(catalog: Catalog, settings: Settings, startup: bool) -> list[str]:
-    rows = catalog.db.read(
-        "SELECT name, lease_until, attempts, progress FROM repos WHERE status IN (?, ?)",
-        IN_PROGRESS,
-    )
+    rows = leases.unfinished(catalog.db, IN_PROGRESS)
     healed = []
     for row in rows:
         name = row["name"]
@@ -115,7 +110,7 @@ def _heal(catalog: Catalog, settings: Settings, startup: bool) -> list[str]:
             continue
         log.warning("indexing %s died (attempt %d); starting it again", name, attempts)
         catalog.update_repo(name, attempts=attempts, lease_until=None)
-        enqueue(INDEX_JOB, {"repo": name}, settings)
+        enqueue(IndexRepo(repo=name), settings)
         healed.append(name)
     return healed
 

@@ -47,10 +47,8 @@ def read_range(
 ) -> FileRange:
     """Lines of an indexed file; NotFound for a path the index does not hold."""
     root = repo_root(catalog, settings, repo)
-    rows = catalog.db.read(
-        "SELECT language, lines FROM files WHERE repo=? AND path=?", (repo, path)
-    )
-    if not rows:
+    row = catalog.file_row(repo, path)
+    if row is None:
         raise NotFound(f"{path!r} is not an indexed file of {repo!r}; paths are as /search gives")
     if start < 1:
         raise InvalidInput(f"start={start}; lines are numbered from 1")
@@ -72,7 +70,7 @@ def read_range(
         start_line=start,
         end_line=max(last, start),
         total_lines=total,
-        language=rows[0]["language"],
+        language=row["language"],
         lines=text[start - 1 : last],
         local_path=str(root / path) if state.path else None,
     )

@@ -9,6 +9,7 @@ import numpy as np
 
 from coderag import lease, progress, recovery
 from coderag.errors import NotFound
+from coderag.jobs import EmbedFiles, RefreshRepo, handles
 from coderag.queue import enqueue
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
@@ -18,9 +19,6 @@ from coderag_embedder.encoder import get_encoders, text_key, unit_text
 
 log = logging.getLogger(__name__)
 
-REFRESH_JOB = "coderag_retriever.tasks.refresh_repo"
-"""Job that rebuilds the retriever's in-memory indexes and marks the repository ready."""
-
 FILES_BY_QUERY = 64
 """Up to this many changed files are read one query each; more, and all units are read once."""
 
@@ -28,6 +26,7 @@ CHUNK_UNITS = 256
 """Units encoded and written per step, so progress moves and memory stays flat."""
 
 
+@handles(EmbedFiles)
 def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
     """Embed the units of ``files`` and delete ``stale_ids``, then repair the collection against
     the catalog (a vector for every unit, encoding the unit's current content, nothing else);
@@ -63,7 +62,7 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
         "encoded": encoded,
         "cached": written - encoded,
     }
-    enqueue(REFRESH_JOB, out)
+    enqueue(RefreshRepo(**out))
     return out
 
 

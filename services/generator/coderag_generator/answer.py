@@ -11,19 +11,17 @@ answer) and marks clarifying answers with ``clarify``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from coderag.language import language
 from coderag.settings import Settings
 from coderag_generator import chronicle, premise, prompts, refusal, window
 from coderag_generator.backends import Backend
 from coderag_generator.citations import check
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
 from coderag_generator.sessions import HISTORY_SHARE, fit_history
-
-_HAN = re.compile(r"[\u3400-\u9fff]")
 
 ATTEMPTS = 2
 """One answer and one corrective retry."""
@@ -35,11 +33,6 @@ class Event:
 
     name: str
     data: dict[str, Any] = field(default_factory=dict)
-
-
-def language(query: str) -> str:
-    """``zh`` when the question contains Chinese, else ``en``."""
-    return "zh" if _HAN.search(query) else "en"
 
 
 REFUSED_BY_MODEL, NO_CITATION = "model", "no_citation"

@@ -36,6 +36,18 @@ RETRIEVE_K = 10
 router = APIRouter(tags=["ask"])
 
 
+def plan_retrieval(query: str, turns: list[sessions.Turn], max_chars: int) -> tuple[str, bool]:
+    """What to search for a question (a follow-up made standalone from the session's ``turns``;
+    a who/when question's subject) and whether it asks about history."""
+    retrieval_query = sessions.rewrite(query, turns)
+    if len(retrieval_query) > max_chars:  # the added terms must not make it invalid
+        retrieval_query = query
+    about_history = window.is_history_question(query)
+    if about_history:  # search the code for the subject, not for "who changed it last month"
+        retrieval_query = window.subject(retrieval_query)
+    return retrieval_query, about_history
+
+
 @asynccontextmanager
 async def lifespan(_: FastAPI):
     """Load the answer backend now, so a missing model stops startup with a clear error."""
@@ -139,12 +151,7 @@ async def ask(
     turns = (
         await run_in_threadpool(sessions.recent, catalog.db, session, body.repo) if session else []
     )
-    retrieval_query = sessions.rewrite(query, turns)
-    if len(retrieval_query) > settings.max_query_chars:  # the added terms must not make it invalid
-        retrieval_query = query
-    about_history = window.is_history_question(query)
-    if about_history:  # search the code for the subject, not for "who changed it last month"
-        retrieval_query = window.subject(retrieval_query)
+    retrieval_query, about_history = plan_retrieval(query, turns, settings.max_query_chars)
     try:
         hits = await retriever.retrieve(body.repo, retrieval_query, RETRIEVE_K)
     finally:

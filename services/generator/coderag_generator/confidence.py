@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from coderag.gate import best_similarity, under
 from coderag_generator.evidence import support, terms
 
 TOP = 3
@@ -41,7 +42,7 @@ class Signals:
 
 def signals(query: str, hits: Sequence[dict[str, Any]]) -> Signals:
     """Best vector similarity, best share of the question's terms a top hit mentions."""
-    sim = max((h.get("similarity") or 0.0 for h in hits), default=0.0)
+    sim = best_similarity(hits)
     best = max((support(query, h) for h in hits[:TOP]), default=0.0)
     return Signals(sim, best, bool(terms(query)))
 
@@ -50,6 +51,6 @@ def weak(s: Signals, score_gate: float, th: Thresholds = DEFAULT) -> bool:
     """Whether the hits are too weak to answer from (``score_gate`` 0 turns this off too)."""
     if score_gate <= 0:
         return False
-    if s.similarity < score_gate:
+    if under(s.similarity, score_gate):
         return True
     return s.has_terms and s.support < th.floor and s.similarity < score_gate + th.margin

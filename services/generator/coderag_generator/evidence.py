@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
+
+from coderag.language import STOP_EN
 
 INTENTS: dict[str, re.Pattern[str]] = {
     "error": re.compile(
@@ -35,17 +36,6 @@ INTENTS: dict[str, re.Pattern[str]] = {
     "deprecated": re.compile(r"\bdeprecat\w*|\bobsolete\b|废弃|弃用|过时", re.IGNORECASE),
 }
 """Question patterns, both languages, per kind of fact asked for."""
-
-STOP = frozenset(
-    w
-    for line in resources.files("coderag_generator")
-    .joinpath("prompts/stopwords_en.txt")
-    .read_text("utf-8")
-    .splitlines()
-    if not line.startswith("#")
-    for w in line.split()
-)
-"""English words that carry no subject."""
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A Latin word or identifier."""
@@ -111,7 +101,7 @@ def terms(query: str) -> list[str]:
     out: list[str] = []
     for w in WORD.findall(query):
         for p in [w.lower(), *parts(w)]:
-            if len(p) >= 3 and p not in STOP:
+            if len(p) >= 3 and p not in STOP_EN:
                 out.append(_stem(p))
     return list(dict.fromkeys(out))
 

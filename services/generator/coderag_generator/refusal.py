@@ -22,8 +22,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from coderag.gate import names_code
+from coderag.language import STOP_EN, has_han
 from coderag_generator import confidence, prompts
-from coderag_generator.evidence import STOP, WORD
+from coderag_generator.evidence import WORD
 
 UNSAFE, VAGUE = "unsafe", "vague"
 NO_HITS, SCORE_GATE, ABSENT_TERM = "no_hits", "score_gate", "absent_term"
@@ -39,7 +41,6 @@ _CLAUSE_END = re.compile(r"\s*(?:it|them|掉|它们?)?\s*(?:[?？。.!！,，;�
 _PUNCT = re.compile(r"[,.;:?!，。；：？！]")
 _TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+#/-]*[A-Za-z0-9_+#]|[A-Za-z0-9_]")
 _IDENT = re.compile(r"[A-Za-z_][\w.]*(?:\(\))?$")
-_HAN = re.compile(r"[\u3400-\u9fff]")
 _SENTENCE_START = "'\"“‘`([{.?!:;,，。？！：；、（"
 
 
@@ -157,7 +158,7 @@ def vague_judgement(query: str) -> tuple[str, str] | None:
             rest = j.pattern.sub(" ", rest)
         for p in r.filler:
             rest = p.sub(" ", rest)
-    if _HAN.search(rest):
+    if has_han(rest):
         return None
     words = re.findall(r"[\w.()]+", rest)
     # one identifier may stay: "is parse_args correct?" still lacks the dimension
@@ -189,7 +190,7 @@ def named_terms(query: str) -> list[str]:
     acronyms and camel case (``YAML``, ``PowerShell``), capitalised words inside a sentence,
     numbers with letters or digits (``503``, ``HTTP/2``), and any Latin word of a Chinese
     question."""
-    chinese = bool(_HAN.search(query))
+    chinese = has_han(query)
     generic = set().union(*(r.generic for r in _all_rules()))
     out: list[str] = []
     for m in _TOKEN.finditer(query):
@@ -234,12 +235,6 @@ def missing_terms(query: str, hits: Sequence[dict[str, Any]]) -> list[str]:
     return missing
 
 
-def names_code(hits: Sequence[dict[str, Any]]) -> bool:
-    """Whether the exact-identifier route found a hit: the question names something the code
-    defines, however unlike its wording the code's embedding is."""
-    return any("exact" in (h.get("routes") or {}) for h in hits)
-
-
 _ZH_ASKING = re.compile(
     r"在哪里|在哪儿|哪里|哪儿|怎么|如何|是什么|什么|为什么|吗|呢|的|了|[？?。！，,]"
 )
@@ -251,7 +246,7 @@ def looked_for(query: str, lang: str) -> str:
     if lang == "zh":
         what = " ".join(_ZH_ASKING.sub(" ", query).split())
     else:
-        what = ", ".join(dict.fromkeys(w for w in WORD.findall(query) if w.lower() not in STOP))
+        what = ", ".join(dict.fromkeys(w for w in WORD.findall(query) if w.lower() not in STOP_EN))
     return prompts.load("looked_for", lang).format(terms=what or query.strip())
 
 

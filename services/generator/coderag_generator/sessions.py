@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from coderag.errors import Forbidden, InvalidInput
+from coderag.language import HAN_RUN, STOP_EN, han_count, has_han
 from coderag.store import Database
+from coderag.store import sessions as session_store
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 """Session ids: 1-128 letters, digits, '.', '_' or '-'."""
@@ -26,26 +26,6 @@ KEPT_TURNS = 200
 
 HISTORY_SHARE = 0.15
 """Share of the model window that earlier turns may fill in the prompt."""
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS session_turns (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL,
-    repo TEXT NOT NULL,
-    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
-    content TEXT NOT NULL,
-    meta TEXT NOT NULL DEFAULT '{}',
-    ts TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-);
-CREATE INDEX IF NOT EXISTS session_turns_by_session ON session_turns (session_id, repo, id);
-CREATE TABLE IF NOT EXISTS session_owners (
-    session_id TEXT PRIMARY KEY,
-    user TEXT NOT NULL
-);
-"""
-"""The one table of sessions; created on first use."""
-
-_ready: weakref.WeakSet[Database] = weakref.WeakSet()
 
 
 @dataclass
@@ -79,38 +59,15 @@ def check_session_id(value: str) -> str:
 
 def claim(db: Database, session_id: str, user: str) -> None:
     """Make ``user`` the owner of a new session; Forbidden if another user owns it."""
-    _ensure(db)
-
-    def take(conn: sqlite3.Connection) -> str:
-        conn.execute(
-            "INSERT OR IGNORE INTO session_owners (session_id, user) VALUES (?,?)",
-            (session_id, user),
-        )
-        row = conn.execute(
-            "SELECT user FROM session_owners WHERE session_id=?", (session_id,)
-        ).fetchone()
-        return row[0]
-
-    if db.write(take) != user:
+    if session_store.owner(db, session_id, user) != user:
         raise Forbidden(
             f"session_id {session_id!r} belongs to another user; start your own with a new id"
         )
 
 
-def _ensure(db: Database) -> None:
-    if db not in _ready:
-        db.write(lambda conn: conn.executescript(SCHEMA))
-        _ready.add(db)
-
-
 def recent(db: Database, session_id: str, repo: str, limit: int = RECENT_TURNS) -> list[Turn]:
     """The last ``limit`` turns of a session about ``repo``, oldest first (none if it is new)."""
-    _ensure(db)
-    rows = db.read(
-        "SELECT role, content, meta, ts FROM session_turns WHERE session_id=? AND repo=? "
-        "ORDER BY id DESC LIMIT ?",
-        (session_id, repo, limit),
-    )
+    rows = session_store.last_turns(db, session_id, repo, limit)
     return [Turn(r["role"], r["content"], r["ts"], json.loads(r["meta"])) for r in reversed(rows)]
 
 
@@ -125,19 +82,11 @@ def append(
     symbols: list[str],
 ) -> None:
     """Store one exchange and prune the session to ``KEPT_TURNS``."""
-    _ensure(db)
-
-    def insert(conn: sqlite3.Connection) -> None:
-        sql = "INSERT INTO session_turns (session_id, repo, role, content, meta) VALUES (?,?,?,?,?)"
-        conn.execute(sql, (session_id, repo, "user", question, json.dumps({"query": query})))
-        conn.execute(sql, (session_id, repo, "assistant", answer, json.dumps({"symbols": symbols})))
-        conn.execute(
-            "DELETE FROM session_turns WHERE session_id=? AND repo=? AND id NOT IN (SELECT id "
-            "FROM session_turns WHERE session_id=? AND repo=? ORDER BY id DESC LIMIT ?)",
-            (session_id, repo, session_id, repo, KEPT_TURNS),
-        )
-
-    db.write(insert)
+    turns = [
+        ("user", question, json.dumps({"query": query})),
+        ("assistant", answer, json.dumps({"symbols": symbols})),
+    ]
+    session_store.add_turns(db, session_id, repo, turns, KEPT_TURNS)
 
 
 def cited_symbols(citations: Iterable[dict[str, Any]], hits: list[dict[str, Any]]) -> list[str]:
@@ -185,70 +134,7 @@ _FOLLOW_UP_CLOSER = re.compile(r"呢\s*[?？。.!！]*\s*$")
 SHORT_WORDS = 8
 """A follow-up with at most this many words (or twice as many Han characters) is "short"."""
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|[\u3400-\u9fff]+")
-_STOP_EN = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "do",
-        "does",
-        "did",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "from",
-        "by",
-        "with",
-        "and",
-        "or",
-        "not",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "there",
-        "here",
-        "what",
-        "which",
-        "who",
-        "where",
-        "when",
-        "why",
-        "how",
-        "can",
-        "could",
-        "should",
-        "would",
-        "will",
-        "i",
-        "we",
-        "you",
-        "me",
-        "my",
-        "our",
-        "your",
-        "get",
-        "work",
-        "works",
-        "happen",
-        "happens",
-        "about",
-        "any",
-        "some",
-    ]
-)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|" + HAN_RUN.pattern)
 _STOP_ZH = re.compile(
     r"为什么|怎么样|怎么|如何|哪里|哪儿|哪个|哪些|什么|是否|有没有|是不是|在哪|吗|呢|吧|的|了|是|在|从|被|由|把|会|要|能|请问|一下"
 )
@@ -263,15 +149,15 @@ def key_terms(question: str) -> list[str]:
     """The content words of a question: English stop words and Chinese question words dropped."""
     terms: list[str] = []
     for word in _WORD.findall(question):
-        if word[0] >= "\u3400":
+        if has_han(word[0]):
             terms += [t for t in _STOP_ZH.split(word) if t]
-        elif word.lower() not in _STOP_EN:
+        elif word.lower() not in STOP_EN:
             terms.append(word)
     return list(dict.fromkeys(terms))
 
 
 def _is_short(text: str) -> bool:
-    han = sum(1 for ch in text if "\u3400" <= ch <= "\u9fff")
+    han = han_count(text)
     words = len(re.findall(r"[A-Za-z0-9_]+", text))
     return words + han / 2 <= SHORT_WORDS
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from coderag import recovery
 from coderag.deps import AdminDep, CatalogDep, RepoNameDep, SettingsDep, UserDep, valid_name
 from coderag.errors import Conflict, Unavailable
+from coderag.jobs import IndexRepo
 from coderag.queue import enqueue
 from coderag.responses import errors
 from coderag.schemas import RepoCreate, RepoOut, RepoStatus
@@ -21,9 +22,6 @@ from coderag_parser.health import router as health_router
 from coderag_parser.history import router as history_router
 from coderag_parser.symbols import router as symbols_router
 from coderag_parser.webhooks import router as webhooks_router
-
-INDEX_JOB = "coderag_parser.tasks.index_repo"
-"""Job that (re)indexes a repository."""
 
 router = APIRouter(tags=["repos"])
 
@@ -55,7 +53,7 @@ def create_repo(
     branch = sources.check_branch(body.branch) if body.branch is not None else None
     repo = catalog.create_repo(name, path, url, branch)
     try:
-        enqueue(INDEX_JOB, {"repo": repo.name})
+        enqueue(IndexRepo(repo=repo.name))
     except Unavailable:
         catalog.delete_repo(repo.name)  # nothing half-registered: the same POST works later
         raise
@@ -80,7 +78,7 @@ def reindex(name: RepoNameDep, catalog: CatalogDep, _user: AdminDep) -> RepoAcce
     repo = catalog.get_repo(name)
     if repo.status == "queued":
         raise Conflict(f"repository {name!r} is already queued")
-    enqueue(INDEX_JOB, {"repo": name})
+    enqueue(IndexRepo(repo=name))
     return RepoAccepted(name=name, status=repo.status)
 
 

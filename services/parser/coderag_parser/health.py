@@ -16,6 +16,7 @@ from coderag.responses import errors
 from coderag.settings import Settings
 from coderag.sources import repo_root
 from coderag.store import Catalog, get_vectors
+from coderag.store.stats import file_count, unit_stats
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_parser import gitsync
 from coderag_parser.files import indexable, read_source, walk
@@ -81,14 +82,8 @@ def _encoders(settings: Settings) -> dict[str, str]:
 def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:
     """Counts and checks of one repository's index against its files and its HEAD."""
     repo = catalog.get_repo(name)
-    stats = catalog.db.read(
-        "SELECT COUNT(*) AS n, COALESCE(AVG(end_line - start_line + 1), 0) AS lines, "
-        "COALESCE(AVG(LENGTH(text)), 0) AS chars, "
-        "COALESCE(SUM(CASE WHEN TRIM(text) = '' THEN 1 ELSE 0 END), 0) AS empty "
-        "FROM units WHERE repo=?",
-        (name,),
-    )[0]
-    files = catalog.db.read("SELECT COUNT(DISTINCT path) AS n FROM files WHERE repo=?", (name,))
+    stats = unit_stats(catalog.db, name)
+    files = file_count(catalog.db, name)
     vectors = get_vectors(settings)
     encoders = []
     for space, encoder in _encoders(settings).items():
@@ -120,7 +115,7 @@ def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:
     return RepoHealth(
         repo=name,
         status=repo.status,
-        files=files[0]["n"],
+        files=files,
         units=stats["n"],
         empty_units=stats["empty"],
         mean_unit_lines=round(stats["lines"], 1),

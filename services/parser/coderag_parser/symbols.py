@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query
 from coderag.deps import CatalogDep, RepoNameDep, UserDep
 from coderag.errors import NotFound
 from coderag.responses import errors
+from coderag.store import symbols as symbol_table
 from coderag.store.graph import Graph
 
 MAX_SYMBOLS = 500
@@ -26,12 +27,7 @@ def symbols(
 ) -> list[dict]:
     """Definitions whose name starts with ``q``, with call-site counts and test coverage."""
     catalog.get_repo(name)
-    sql = "SELECT * FROM symbols WHERE repo=? AND name LIKE ? ESCAPE '\\'"
-    params: list = [name, q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"]
-    if kind:
-        sql += " AND kind=?"
-        params.append(kind)
-    rows = catalog.db.read(sql + " ORDER BY name, file LIMIT ?", (*params, limit))
+    rows = symbol_table.starting_with(catalog.db, name, q, kind, limit)
     graph = Graph(catalog.db)
     refs = graph.symbol_references(name)
     tested = graph.tested(name)
@@ -59,15 +55,11 @@ def calls(
 ) -> dict:
     """Callers and callees of the unit defining ``symbol``."""
     catalog.get_repo(name)
-    rows = catalog.db.read(
-        "SELECT unit_id FROM symbols WHERE repo=? AND qualified=? AND unit_id IS NOT NULL",
-        (name, symbol),
-    )
-    if not rows:
+    unit_id = symbol_table.unit_of(catalog.db, name, symbol)
+    if unit_id is None:
         raise NotFound(
             f"no symbol {symbol!r} in {name!r}; GET /repos/{name}/symbols?q=... lists them"
         )
-    unit_id = rows[0]["unit_id"]
     graph = Graph(catalog.db)
     units = catalog.units_by_id(
         [unit_id]

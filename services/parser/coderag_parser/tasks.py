@@ -15,6 +15,7 @@ from typing import Any
 
 from coderag import lease, recovery
 from coderag.errors import NotFound
+from coderag.jobs import EmbedFiles, IndexRepo, handles
 from coderag.queue import enqueue
 from coderag.schemas import RepoOut, Unit
 from coderag.settings import Settings, get_settings
@@ -24,9 +25,6 @@ from coderag_parser.files import excluded, indexable, regular_file, walk
 from coderag_parser.parsing import parse_all
 
 log = logging.getLogger(__name__)
-
-EMBED_JOB = "coderag_embedder.tasks.embed_files"
-"""Job that embeds the units of changed files."""
 
 FULL_WALK_TRIGGERS = (".gitignore",)
 """A change to one of these files can change what is indexed anywhere: walk the whole tree."""
@@ -60,6 +58,7 @@ def _candidates(
     return to_read, known - set(to_read), skipped, gitsync.work_tree_dirty(root)
 
 
+@handles(IndexRepo)
 def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
     """Bring a repository's index up to date with its work tree (or clone), then embed."""
     name = payload["repo"]
@@ -97,7 +96,7 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
         "commit": commit,
         "full_walk": full,
     }
-    enqueue(EMBED_JOB, out)
+    enqueue(EmbedFiles(**out))
     return out
 
 

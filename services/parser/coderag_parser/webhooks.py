@@ -10,7 +10,6 @@ import hashlib
 import hmac
 import json
 import re
-import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,28 +21,17 @@ from fastapi.concurrency import run_in_threadpool
 
 from coderag.deps import CatalogDep, SettingsDep
 from coderag.errors import InvalidInput, NotFound, Unauthorized
+from coderag.jobs import IndexRepo
 from coderag.queue import enqueue
 from coderag.recovery import job_alive
 from coderag.responses import errors
 from coderag.schemas import RepoOut
 from coderag.settings import Settings
-from coderag.store import Catalog
+from coderag.store import Catalog, deliveries
 from coderag_parser.gitsync import CLONES_DIR
-
-INDEX_JOB = "coderag_parser.tasks.index_repo"
-"""Job that reindexes a repository (the one ``POST /repos/{name}/reindex`` queues)."""
 
 DELIVERY_TTL = timedelta(days=30)
 """How long a delivery id is remembered; providers redeliver within days, not months."""
-
-DELIVERIES_SCHEMA = """
-CREATE TABLE IF NOT EXISTS webhook_deliveries (
-    provider TEXT NOT NULL,
-    delivery TEXT NOT NULL,
-    received_at TEXT NOT NULL,
-    PRIMARY KEY (provider, delivery)
-)"""
-"""Delivery ids already acted on, per provider, with the time they arrived."""
 
 URL_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "github": (
@@ -179,24 +167,23 @@ def _record_and_enqueue(
     """Queue the reindexes unless this delivery id was seen; False for a duplicate."""
     now = datetime.now(UTC)
 
-    def txn(conn: sqlite3.Connection) -> bool:
-        conn.execute(DELIVERIES_SCHEMA)
-        if delivery:
-            cutoff = (now - DELIVERY_TTL).strftime("%Y-%m-%dT%H:%M:%SZ")
-            conn.execute("DELETE FROM webhook_deliveries WHERE received_at < ?", (cutoff,))
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO webhook_deliveries (provider, delivery, received_at) "
-                "VALUES (?,?,?)",
-                (provider, delivery, now.strftime("%Y-%m-%dT%H:%M:%SZ")),
-            )
-            if cur.rowcount == 0:
-                return False
-        # enqueue inside the transaction: a failed enqueue rolls the id back so a retry works
+    def queue_all() -> bool:
         for name in names:
-            enqueue(INDEX_JOB, {"repo": name}, settings)
+            enqueue(IndexRepo(repo=name), settings)
         return True
 
-    return catalog.db.write(txn)
+    # enqueue inside the transaction: a failed enqueue forgets the id so a redelivery works
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    return bool(
+        deliveries.record_then(
+            catalog.db,
+            provider,
+            delivery,
+            now.strftime(stamp),
+            (now - DELIVERY_TTL).strftime(stamp),
+            queue_all,
+        )
+    )
 
 
 def _handle_push(
@@ -227,7 +214,7 @@ def _handle_push(
         if not lost:
             return {"status": "duplicate", "delivery": delivery}
         for name in lost:
-            enqueue(INDEX_JOB, {"repo": name}, settings)
+            enqueue(IndexRepo(repo=name), settings)
         return {"status": "queued", "repos": lost, "delivery": delivery}
     return {"status": "queued", "repos": names, "delivery": delivery}
 

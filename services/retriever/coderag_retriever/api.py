@@ -6,7 +6,7 @@ import time
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
@@ -14,9 +14,9 @@ from coderag.embedding import QueryEmbedder, query_embedder
 from coderag.errors import InvalidInput
 from coderag.redact import redact
 from coderag.responses import errors
-from coderag.schemas import SearchHit, SearchRequest, SearchResponse
-from coderag.store.graph import Graph
-from coderag_retriever.search import below_gate, rank, to_hit
+from coderag.schemas import SearchRequest, SearchResponse
+from coderag_retriever import retrieval
+from coderag_retriever.retrieval import RetrievedHit
 
 router = APIRouter(tags=["search"])
 
@@ -27,14 +27,6 @@ async def lifespan(_: FastAPI):
     be reachable by configuration (its URL, or in this process), else startup stops."""
     query_embedder()
     yield
-
-
-class RetrievedHit(SearchHit):
-    """A hit with its cosine similarity to the question (second encoder when it runs, else the
-    main one), for the generator's gate."""
-
-    similarity: float | None = None
-    calls: list[str] = Field(default_factory=list)
 
 
 class RetrieveResponse(BaseModel):
@@ -68,9 +60,8 @@ def search(
     """The best units for a query, best first."""
     start = time.perf_counter()
     query = _check(body, settings, catalog)
-    ranked = rank(body.repo, query, body.top_k, settings, _embedder(request, settings))
-    gated = below_gate(ranked, settings.gate())
-    hits = [to_hit(r) for r in ranked]
+    found = retrieval.retrieve(body.repo, query, body.top_k, settings, _embedder(request, settings))
+    hits = [h.search_hit() for h in found.hits]
     took = (time.perf_counter() - start) * 1000
     audit.record(
         catalog,
@@ -83,7 +74,7 @@ def search(
         response_ms=took,
         status="ok",
     )
-    return SearchResponse(results=hits, took_ms=round(took, 2), below_gate=gated)
+    return SearchResponse(results=hits, took_ms=round(took, 2), below_gate=found.below_gate)
 
 
 @router.post("/retrieve", responses=errors(400, 404, 409, 503))
@@ -97,19 +88,7 @@ def retrieve(
     """Like /search, with each unit's code and vector similarity; not audited (the caller is)."""
     start = time.perf_counter()
     query = _check(body, settings, catalog)
-    ranked = rank(body.repo, query, body.top_k, settings, _embedder(request, settings))
-    graph = Graph(catalog.db)
-    symbols = {r.unit.id: r.unit.symbol for r in ranked}
-    results = [
-        RetrievedHit(
-            **to_hit(r, with_text=True).model_dump(),
-            similarity=r.similarity,
-            calls=[
-                symbols[e.callee]
-                for e in graph.callees(body.repo, r.unit.id)
-                if e.callee in symbols
-            ],
-        )
-        for r in ranked
-    ]
+    results = retrieval.retrieve(
+        body.repo, query, body.top_k, settings, _embedder(request, settings)
+    ).hits
     return RetrieveResponse(results=results, took_ms=round((time.perf_counter() - start) * 1000, 2))

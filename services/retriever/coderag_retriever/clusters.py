@@ -7,12 +7,12 @@ measured; below ``silhouette_floor`` (0.3 in seed 004) the whole repository is c
 from __future__ import annotations
 
 import logging
-import sqlite3
 
 import numpy as np
 
 from coderag.settings import Settings
 from coderag.store import Catalog
+from coderag.store import clusters as cluster_table
 from coderag_retriever.index import cluster_labels, load_vectors
 
 log = logging.getLogger(__name__)
@@ -80,9 +80,7 @@ def refresh(catalog: Catalog, repo: str, settings: Settings) -> float | None:
     vectors = load_vectors(units)
     if not vectors.shape[1]:
         return None  # nothing embedded yet: the clusters of the next refresh
-    known = {
-        r["unit_id"] for r in catalog.db.read("SELECT unit_id FROM clusters WHERE repo=?", (repo,))
-    }
+    known = cluster_table.clustered(catalog.db, repo)
     labels = cluster_labels(catalog, repo, ids)
     labels[[i for i, uid in enumerate(ids) if uid not in known]] = -2
     labels = assign_new(vectors, labels)
@@ -92,13 +90,6 @@ def refresh(catalog: Catalog, repo: str, settings: Settings) -> float | None:
         score = silhouette(vectors, labels)
         log.info("re-clustered %s: %d clusters, silhouette %s", repo, labels.max() + 1, score)
 
-    def write(conn: sqlite3.Connection) -> None:
-        conn.execute("DELETE FROM clusters WHERE repo=?", (repo,))
-        conn.executemany(
-            "INSERT INTO clusters (repo, unit_id, label) VALUES (?,?,?)",
-            [(repo, uid, int(lab)) for uid, lab in zip(ids, labels, strict=True)],
-        )
-        conn.execute("UPDATE repos SET silhouette=? WHERE name=?", (score, repo))
-
-    catalog.db.write(write)
+    pairs = [(uid, int(lab)) for uid, lab in zip(ids, labels, strict=True)]
+    cluster_table.replace(catalog.db, repo, pairs, score)
     return score

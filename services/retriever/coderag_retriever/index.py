@@ -15,6 +15,8 @@ import numpy as np
 
 from coderag.schemas import Unit
 from coderag.store import Catalog, get_vectors
+from coderag.store import clusters as cluster_table
+from coderag.store import symbols as symbol_table
 from coderag_retriever.text import code_tokens, split_identifier, stem
 
 
@@ -102,8 +104,7 @@ def history_scores(catalog: Catalog, repo: str, units: list[Unit]) -> np.ndarray
 
 def cluster_labels(catalog: Catalog, repo: str, ids: list[str]) -> np.ndarray:
     """HDBSCAN label per unit position (-1: noise or not clustered yet)."""
-    rows = catalog.db.read("SELECT unit_id, label FROM clusters WHERE repo=?", (repo,))
-    by_id = {r["unit_id"]: r["label"] for r in rows}
+    by_id = cluster_table.labels(catalog.db, repo)
     return np.array([by_id.get(i, -1) for i in ids], dtype=np.int64)
 
 
@@ -117,9 +118,7 @@ def name_index(catalog: Catalog, repo: str, index: RepoIndex) -> dict[str, list[
         sym = u.symbol.split("[part")[0].replace("(", "").replace(")", "").replace("*", "")
         names[sym.lower()].add(pos)
         names[sym.rsplit(".", 1)[-1].lower()].add(pos)
-    for r in catalog.db.read(
-        "SELECT name, qualified, unit_id FROM symbols WHERE repo=? AND unit_id IS NOT NULL", (repo,)
-    ):
+    for r in symbol_table.defined(catalog.db, repo):
         pos = index.position.get(r["unit_id"])
         if pos is not None:
             names[r["name"].lower()].add(pos)
@@ -181,10 +180,8 @@ class IndexCache:
 
     def get(self, catalog: Catalog, repo: str) -> RepoIndex:
         """The current index of a repository."""
-        rows = catalog.db.read("SELECT generation, uid FROM repos WHERE name=?", (repo,))
-        generation = int(rows[0]["generation"]) if rows else -1
         # generations restart at 0 when a name is registered again: key by registration too
-        registration = (rows[0]["uid"] or "") if rows else ""
+        generation, registration = catalog.published(repo)
         with self._lock:
             cached = self._indexes.get(repo)
             if cached is not None and (cached.registration, cached.generation) == (

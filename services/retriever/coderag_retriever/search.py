@@ -195,14 +195,6 @@ def gather(
     )
 
 
-def below_gate(ranked: list[Ranked], gate: float) -> bool:
-    """Whether nothing relevant was found: the best similarity is under the gate and no hit came
-    from the exact-identifier route (a named identifier is relevant however it is worded)."""
-    if gate <= 0 or not ranked or any("exact" in r.routes for r in ranked):
-        return False
-    return max((r.similarity or 0.0) for r in ranked) < gate
-
-
 def to_hit(r: Ranked, with_text: bool = False) -> SearchHit:
     """The wire form of a ranked unit."""
     u = r.unit

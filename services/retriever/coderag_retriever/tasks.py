@@ -6,16 +6,15 @@ from typing import Any
 
 from coderag import lease
 from coderag.errors import NotFound
+from coderag.jobs import IndexRepo, RefreshRepo, handles
 from coderag.queue import enqueue
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag.store.catalog import now_iso
 from coderag_retriever.index import get_index_cache
 
-INDEX_JOB = "coderag_parser.tasks.index_repo"
-"""The first stage of a chain, queued again when a reindex waited for this one."""
 
-
+@handles(RefreshRepo)
 def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
     """Refresh clusters (when the cluster route is on), then mark the repository ready with fresh
     counts; in-process, rebuild its index now."""
@@ -48,7 +47,7 @@ def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
     if not catalog.db.write(publish):
         return {"repo": name, "skipped": "deleted"}
     if lease.finish_chain(catalog, name, payload.get("lease")):
-        enqueue(INDEX_JOB, {"repo": name})  # a reindex asked for while this chain ran
+        enqueue(IndexRepo(repo=name))  # a reindex asked for while this chain ran
     if not settings.redis_url:
         get_index_cache().get(catalog, name)
     return {"repo": name, "files": files, "units": units}

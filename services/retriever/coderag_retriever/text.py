@@ -7,9 +7,10 @@ import re
 from functools import cache
 from importlib import resources
 
+from coderag.language import HAN_RUN, has_han
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_HAN = re.compile(r"[\u3400-\u9fff]+")
 
 STOP_WORDS = frozenset(
     [
@@ -211,7 +212,7 @@ def zh_terms(text: str) -> list[str]:
     vocab = zh_vocabulary()
     longest = max(map(len, vocab), default=1)
     out: list[str] = []
-    for run in _HAN.findall(text):
+    for run in HAN_RUN.findall(text):
         i = 0
         while i < len(run):
             for size in range(min(longest, len(run) - i), 0, -1):
@@ -227,7 +228,7 @@ def zh_terms(text: str) -> list[str]:
 
 def has_chinese(text: str) -> bool:
     """Whether the text contains Han characters."""
-    return bool(_HAN.search(text))
+    return has_han(text)
 
 
 def code_tokens(text: str) -> list[str]:

@@ -277,6 +277,19 @@ class Catalog:
         rows = self.db.read("SELECT lines FROM files WHERE repo=? AND path=?", (repo, path))
         return rows[0]["lines"] if rows else None
 
+    def file_row(self, repo: str, path: str) -> sqlite3.Row | None:
+        """An indexed file's language and line count, or None if it is not indexed."""
+        rows = self.db.read(
+            "SELECT language, lines FROM files WHERE repo=? AND path=?", (repo, path)
+        )
+        return rows[0] if rows else None
+
+    def published(self, repo: str) -> tuple[int, str]:
+        """(generation, registration id) of the repository's index: how many times it was
+        published, 0 before it was ever ready; (-1, "") for an unknown repository."""
+        rows = self.db.read("SELECT generation, uid FROM repos WHERE name=?", (repo,))
+        return (int(rows[0]["generation"]), rows[0]["uid"] or "") if rows else (-1, "")
+
     def units(self, repo: str, files: Iterable[str] | None = None) -> list[Unit]:
         """Units of a repository, optionally only of some files, in file and line order."""
         if files is None:

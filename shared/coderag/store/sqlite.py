@@ -246,6 +246,10 @@ class Database:
             self._local.conn = conn
         return conn.execute(sql, params).fetchall()
 
+    def ping(self) -> None:
+        """Raise when the database cannot be read (for /health)."""
+        self.read("SELECT 1")
+
     def close(self) -> None:
         """Stop the writer thread after queued writes finish."""
         if self._writer.is_alive():

@@ -21,16 +21,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coderag_generator.compliance import compliance
-from coderag_generator.evaluation import compliance_table, generate_answers, pick_eval
-from coderag_generator.gguf_tools import (
+from coderag_generator.samples import Sample
+from coderag_training.generator.compliance import compliance
+from coderag_training.generator.evaluation import compliance_table, generate_answers, pick_eval
+from coderag_training.generator.gguf_tools import (
     TOOLS_ENV,
     ConversionError,
     convert_adapter,
     llama_cpp_answers,
 )
-from coderag_generator.samples import Sample
-from coderag_generator.training import (
+from coderag_training.generator.training import (
     LORA_ALPHA,
     LORA_DROPOUT,
     LORA_R,
@@ -41,7 +41,7 @@ from coderag_generator.training import (
     pick_device,
     train,
 )
-from coderag_generator.traps import build_traps
+from coderag_training.generator.traps import build_traps
 
 SUMMARY_FILE = "coderag-finetune.json"
 """Parameters, loss curve and compliance, written into the adapter directory."""

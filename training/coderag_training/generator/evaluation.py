@@ -8,7 +8,7 @@ from typing import Any
 
 from coderag_generator.chat_tokens import prompt_ids, stop_ids
 from coderag_generator.samples import Sample
-from coderag_generator.traps import KINDS
+from coderag_training.generator.traps import KINDS
 
 
 def generate_answers(

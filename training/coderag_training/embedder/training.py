@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from coderag_embedder.pairs import Pair, head_of
+from coderag_training.embedder.pairs import Pair, head_of
 
 SUMMARY_FILE = "coderag-finetune.json"
 """Name of the parameters / loss-curve record written next to the fine-tuned weights."""

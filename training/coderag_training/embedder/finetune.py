@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 from coderag_embedder.encoder import default_model_dir
-from coderag_embedder.evaluation import evaluate, metrics_table
-from coderag_embedder.pairs import mine_pairs, retriever_hard_negatives, split_by_symbol
-from coderag_embedder.training import SUMMARY_FILE, train
+from coderag_training.embedder.evaluation import evaluate, metrics_table
+from coderag_training.embedder.pairs import mine_pairs, retriever_hard_negatives, split_by_symbol
+from coderag_training.embedder.training import SUMMARY_FILE, train
 
 
 def _parser() -> argparse.ArgumentParser:

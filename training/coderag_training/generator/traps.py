@@ -22,7 +22,7 @@ from coderag.schemas import Unit
 from coderag_generator import prompts
 from coderag_generator.context import Snippet
 from coderag_generator.samples import Sample, TrapSet
-from coderag_generator.trap_texts import (
+from coderag_training.generator.trap_texts import (
     CRASH,
     GROUNDED,
     KIND_ZH,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from coderag_embedder.encoder import Encoder
-from coderag_embedder.pairs import Pair, head_of
+from coderag_training.embedder.pairs import Pair, head_of
 
 
 def evaluate(

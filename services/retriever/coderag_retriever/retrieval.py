@@ -1,0 +1,63 @@
+"""The one retrieval path: ``retrieve()`` ranks a question's units and gives them in the wire form
+that /search, /retrieve, ``coderag search|ask`` and the benchmarks all read, with the score gate
+decided here once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+from coderag.embedding import QueryEmbedder
+from coderag.gate import below_gate
+from coderag.schemas import SearchHit
+from coderag.settings import Settings
+from coderag.store import get_catalog
+from coderag.store.graph import Graph
+from coderag_retriever.search import rank, to_hit
+
+
+class RetrievedHit(SearchHit):
+    """A hit with its cosine similarity to the question (second encoder when it runs, else the
+    main one), for the generator's gate, and the hits among the others it calls."""
+
+    similarity: float | None = None
+    calls: list[str] = Field(default_factory=list)
+
+    def search_hit(self) -> SearchHit:
+        """The /search form: no code, similarity or calls."""
+        return SearchHit(**self.model_dump(include=set(SearchHit.model_fields)) | {"text": None})
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """A question's hits, best first, and whether even the best is under the score gate."""
+
+    hits: list[RetrievedHit]
+    below_gate: bool
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """The hits as the generator reads them (the JSON of /retrieve)."""
+        return [h.model_dump(mode="json") for h in self.hits]
+
+
+def retrieve(
+    repo: str, query: str, top_k: int, settings: Settings, embedder: QueryEmbedder | None = None
+) -> Retrieval:
+    """The ``top_k`` best units for a question with their code, similarity and calls; query
+    vectors from ``embedder`` (default: the process's)."""
+    ranked = rank(repo, query, top_k, settings, embedder)
+    graph = Graph(get_catalog().db)
+    symbols = {r.unit.id: r.unit.symbol for r in ranked}
+    hits = [
+        RetrievedHit(
+            **to_hit(r, with_text=True).model_dump(),
+            similarity=r.similarity,
+            calls=[
+                symbols[e.callee] for e in graph.callees(repo, r.unit.id) if e.callee in symbols
+            ],
+        )
+        for r in ranked
+    ]
+    return Retrieval(hits, below_gate([h.model_dump() for h in hits], settings.gate()))

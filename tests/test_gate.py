@@ -1,0 +1,43 @@
+"""The rules decided once in shared/ (issue 11): the score gate that /search reports and /ask
+refuses by, and the test for Chinese that picks an answer's language (pure logic; the real paths
+are tests/test_refusal.py and tests/test_one_path.py)."""
+
+from __future__ import annotations
+
+from coderag.gate import below_gate, best_similarity, names_code
+from coderag.language import STOP_EN, han_count, has_han, language
+from coderag_generator import confidence, refusal
+
+
+def hit(similarity: float | None, *routes: str) -> dict:
+    return {
+        "similarity": similarity,
+        "routes": {r: 1 for r in routes or ("keyword",)},
+        "symbol": "save_order",
+        "file": "orders.py",
+        "text": "def save_order(order): ...",
+    }
+
+
+def test_the_gate_holds_back_weak_hits_unless_an_identifier_is_named() -> None:
+    weak = [hit(0.5), hit(None), hit(0.7)]
+    assert best_similarity(weak) == 0.7 and below_gate(weak, 0.8)
+    assert not below_gate(weak, 0.7), "at the gate passes"
+    assert not below_gate(weak, 0.0), "0 turns the gate off"
+    assert not below_gate([], 0.8), "no hits is its own answer, not the gate's"
+    named = [*weak, hit(0.1, "exact", "symbol")]
+    assert names_code(named) and not below_gate(named, 0.99)
+
+
+def test_the_generator_refuses_by_the_same_gate() -> None:
+    """/ask's rule-based refusal and /search's below_gate agree on the same hits."""
+    for hits, gate in (([hit(0.5)], 0.8), ([hit(0.9)], 0.8), ([hit(0.1, "exact")], 0.8)):
+        weak = confidence.weak(confidence.signals("how are orders stored", hits), gate)
+        assert (weak and not refusal.names_code(hits)) == below_gate(hits, gate), (hits, gate)
+
+
+def test_chinese_is_told_by_han_characters() -> None:
+    assert language("订单是怎么创建的？") == "zh" and language("How is an order created?") == "en"
+    assert language("where is 超时 set") == "zh" and has_han("㐀") and not has_han("ｶﾀｶﾅ")
+    assert han_count("订单 order 创建") == 4
+    assert {"the", "where", "me"} <= STOP_EN and "order" not in STOP_EN
