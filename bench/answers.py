@@ -55,7 +55,6 @@ from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
-from coderag.store.graph import Graph  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
 from coderag_generator import confidence  # noqa: E402
 from coderag_generator.answer import answer_events  # noqa: E402
