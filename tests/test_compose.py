@@ -239,11 +239,6 @@ def _ranked(client: httpx.Client, repo: str) -> list[tuple]:
     return out
 
 
-@pytest.mark.xfail(
-    reason="an rq job whose worker dies stays in StartedJobRegistry until its 6 h timeout: "
-    "queue.py has no requeue of abandoned jobs yet (the sec-data branch adds retry/healing)",
-    strict=False,
-)
 def test_killed_embedder_worker_mid_index_still_ends_ready_and_complete(suite: Suite) -> None:
     files = _synthetic_repo(60)
     for name in ("beta", "gamma"):

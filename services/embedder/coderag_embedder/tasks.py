@@ -22,8 +22,9 @@ log = logging.getLogger(__name__)
 FILES_BY_QUERY = 64
 """Up to this many changed files are read one query each; more, and all units are read once."""
 
-CHUNK_UNITS = 256
-"""Units encoded and written per step, so progress moves and memory stays flat."""
+CHUNK_UNITS = 64
+"""Units encoded and written per step, so progress moves, each step's vectors are searchable as
+soon as they land, and memory stays flat."""
 
 
 @handles(EmbedFiles)
