@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from coderag import embedding
 from coderag.app import create_app
 from coderag.errors import Unavailable
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
@@ -74,7 +75,7 @@ def embedder_service(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 def _index(root: Path, name: str = "shop") -> None:
     get_catalog().create_repo(name, str(root), None, None)
-    run_now("coderag_parser.tasks.index_repo", {"repo": name})
+    run_now(IndexRepo(repo=name))
     assert get_catalog().get_repo(name).status == "ready"
 
 
