@@ -91,7 +91,9 @@ def heal(catalog: Catalog, settings: Settings, startup: bool = False) -> list[st
 
 def _heal(catalog: Catalog, settings: Settings, startup: bool) -> list[str]:
     rows = catalog.db.read(
-        "SELECT name, lease_until, attempts, progress FROM repos WHERE status IN (?, ?)",
+        # a ready repository still owing vectors is mid-chain too (stages.py)
+        "SELECT name, lease_until, attempts, progress FROM repos WHERE status IN (?, ?) "
+        "OR (status='ready' AND complete=0)",
         IN_PROGRESS,
     )
     healed = []

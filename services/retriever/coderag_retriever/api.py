@@ -8,14 +8,14 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel, Field
 
-from coderag import audit
+from coderag import audit, stages
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
 from coderag.errors import InvalidInput
 from coderag.redact import redact
 from coderag.responses import errors
 from coderag.schemas import SearchHit, SearchRequest, SearchResponse
 from coderag.store.graph import Graph
-from coderag_retriever.search import below_gate, rank, to_hit
+from coderag_retriever.search import below_gate, rank, routes_run, to_hit
 
 router = APIRouter(tags=["search"])
 
@@ -71,7 +71,17 @@ def search(
         response_ms=took,
         status="ok",
     )
-    return SearchResponse(results=hits, took_ms=round(took, 2), below_gate=gated)
+    state = catalog.get_repo(body.repo)
+    ready, missing = stages.route_readiness(
+        {s: p.model_dump() for s, p in state.stages.items()}, state.complete, routes_run(settings)
+    )
+    return SearchResponse(
+        results=hits,
+        took_ms=round(took, 2),
+        below_gate=gated,
+        routes_ready=ready,
+        routes_missing=missing,
+    )
 
 
 @router.post("/retrieve", responses=errors(400, 404, 409, 503))

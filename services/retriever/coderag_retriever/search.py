@@ -100,6 +100,20 @@ class Pool:
         }
 
 
+def route_runs(name: str, settings: Settings) -> bool:
+    """Whether a route runs under these settings."""
+    weights = settings.weights()
+    if weights.get(name, 0.0) > 0:
+        return True
+    # The learned ranker reads a listed route's ranks even when the fusion weighs it 0.
+    return settings.ranker == "learned" and name in weights and name in learned.RANKED_ROUTES
+
+
+def routes_run(settings: Settings) -> list[str]:
+    """The routes a search runs, in their running order."""
+    return [name for name in (*ROUTES, *PRIOR_ROUTES) if route_runs(name, settings)]
+
+
 def gather(repo: str, text: str, settings: Settings) -> Pool | None:
     """Run the routes, fuse them and expand over the call graph; None for an empty index."""
     catalog = get_catalog()
@@ -110,10 +124,7 @@ def gather(repo: str, text: str, settings: Settings) -> Pool | None:
     weights = settings.weights()
 
     def runs(name: str) -> bool:
-        # The learned ranker reads a listed route's ranks even when the fusion weighs it 0.
-        if weights.get(name, 0.0) > 0:
-            return True
-        return settings.ranker == "learned" and name in weights and name in learned.RANKED_ROUTES
+        return route_runs(name, settings)
 
     rankings = {
         name: route(query, index, settings.route_depth)
