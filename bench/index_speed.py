@@ -103,8 +103,11 @@ def latencies(client: httpx.Client, repo: str, n: int, busy: str | None = None) 
     out: dict[str, list[float]] = {"search": [], "ask": []}
     i = 0
     while min(len(v) for v in out.values()) < n:
-        if busy and client.get(f"/repos/{busy}").json()["status"] in ("ready", "error"):
-            break
+        state = client.get(f"/repos/{busy}").json() if busy else {}
+        if busy and (
+            state["status"] == "error" or state.get("complete", state["status"] == "ready")
+        ):
+            break  # "while another indexes" lasts until its vectors are all written
         q = QUESTIONS[i % len(QUESTIONS)]
         i += 1
         for route in out:
