@@ -6,6 +6,7 @@ batches (at its progress report), so every check is of a known state, never of a
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from fastapi.testclient import TestClient
 from coderag import progress, queue
 from coderag.app import create_app
 from coderag.settings import get_settings
+from coderag.stages import eta_seconds, route_readiness
 from coderag.store import get_catalog, get_vectors
 from coderag_embedder import tasks as embed_tasks
 
@@ -113,3 +115,23 @@ def test_keyword_search_answers_before_vectors_and_batches_land_one_by_one(
     ).json()
     assert body["routes_missing"] == [] and "vector" in body["routes_ready"]
     assert gate.batches == 2, "released after the second batch: the rest ran unheld"
+
+
+def test_route_readiness_and_eta_from_stage_state() -> None:
+    now = time.time()
+    state = {
+        "vector": {"done": 40, "total": 100, "started": now - 20},
+        "vector2": {"done": 0, "total": None, "started": None},
+    }
+    routes = ["vector", "vector2", "keyword", "symbol", "exact", "cluster"]
+    assert route_readiness(state, False, routes) == (
+        ["keyword", "symbol", "exact"],
+        ["vector", "vector2", "cluster"],
+    )
+    assert route_readiness(state, True, routes) == (routes, [])
+    eta = eta_seconds(state, False)
+    # 60 left in the running space and 100 owed by the next, at about 2 per second
+    assert eta is not None and 70 < eta < 90, eta
+    assert eta_seconds(state, True) is None
+    done = {"vector": {"done": 100, "total": 100, "started": now - 5}}
+    assert route_readiness(done, False, ["vector"]) == (["vector"], [])
