@@ -60,6 +60,8 @@ def free_port() -> int:
 def start_server(data: Path, port: int) -> subprocess.Popen:
     """``coderag serve`` on loopback with its own data directory."""
     env = {**os.environ, "CODERAG_DATA_DIR": str(data), "CODERAG_PORT": str(port)}
+    # the corpora (or their subsets, in the temporary folder) may be registered by path
+    env["CODERAG_REPO_ROOTS"] = f"{data.parent},{HERE / '.cache'}"
     env.pop("REDIS_URL", None)
     env.pop("CODERAG_REDIS_URL", None)
     log = (data.parent / "server.log").open("w")
