@@ -41,7 +41,7 @@ class RepoIndex:
     history: np.ndarray = field(default_factory=lambda: np.zeros(0))
     labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     files: dict[str, FileShard] = field(default_factory=dict, repr=False)
-    read: list[str] = field(default_factory=list)
+    read: list[str] = field(default_factory=list)  # files read for this generation (tests, bench)
     _vectors: np.ndarray | None = field(default=None, repr=False)
     registration: str = ""
 
