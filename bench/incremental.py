@@ -5,12 +5,21 @@ the other into a git repository. The script times: the full index of the first v
 incremental reindex to the second version, and a one-file commit from the signed GitHub webhook
 to the moment /search returns the new function first.
 
-    python bench/incremental.py [--port 8765]
+    python bench/incremental.py [--port 8765] [--one-encoder] [--files N]
+
+Each step is timed twice: to searchable (the keyword, symbol and exact stage published: status
+``ready``; for the one-file commit, /search returning the new function first) and to complete
+(every vector written). ``--one-encoder`` leaves the second encoder out (the figures before
+progressive indexing were taken so); ``--files N`` keeps the first N Python files of each version
+(sorted paths, ``pygments/util.py`` always among them) for a run that fits a shared machine.
+After the server stops, the retriever's in-memory index is built from its catalog in this process
+and brought up to date after a one-file change, to time each.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -84,25 +93,94 @@ def commit(repo: git.Repo, message: str) -> str:
     return repo.head.commit.hexsha
 
 
-def wait(client: httpx.Client, name: str, after: str | None) -> dict:
-    """Poll until the repository is ready with an indexed_at other than ``after``."""
+def wait(client: httpx.Client, name: str, last: dict | None, t0: float) -> tuple[dict, float]:
+    """Poll until the repository is complete again after its state ``last``; returns its state
+    and the seconds from ``t0`` to when a new keyword stage was published."""
+    searchable = None
+    after = last["indexed_at"] if last else None
+    before = last.get("searchable_at") if last else None
     while True:
         body = client.get(f"/repos/{name}").json()
         if body["status"] == "error":
             raise SystemExit(f"indexing failed: {body['error']}")
-        if body["status"] == "ready" and body["indexed_at"] != after and not body["progress"]:
-            return body
+        fresh = body.get("searchable_at") and body["searchable_at"] != before
+        if searchable is None and body["status"] == "ready" and fresh:
+            searchable = time.perf_counter() - t0
+        if body["status"] == "ready" and body["indexed_at"] != after and body.get("complete"):
+            return body, searchable if searchable is not None else time.perf_counter() - t0
         time.sleep(0.05)
+
+
+def subset(src: Path, dest: Path, files: int) -> Path:
+    """The first ``files`` Python files of a version (sorted), util.py always among them."""
+    chosen = sorted(p.relative_to(src) for p in src.rglob("*.py"))[:files]
+    util = Path("pygments/util.py")
+    for rel in {*chosen, util}:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src / rel, dest / rel)
+    return dest
+
+
+def keyword_p95_ms(index, queries: list[str]) -> tuple[float, float]:
+    """p95 ms of the keyword route's BM25 (top 50) over the queries x 5, with the postings and
+    with a bm25s index of the same documents (the structure before this change)."""
+    import bm25s
+
+    from coderag_retriever.index import bm25_scores
+    from coderag_retriever.query import Query
+
+    docs = [d for path in sorted(index.files) for d in index.files[path].documents]
+    reference = bm25s.BM25()
+    reference.index([d or ["\u2205"] for d in docs], show_progress=False)
+    tokens = [Query("history", q).tokens for q in queries]
+    ours, theirs = [], []
+    for _ in range(5):
+        for t in tokens:
+            start = time.perf_counter()
+            bm25_scores(index, t, 50)
+            ours.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            if t:
+                reference.retrieve([t], k=50, show_progress=False)
+            theirs.append((time.perf_counter() - start) * 1000)
+    return sorted(ours)[int(len(ours) * 0.95)], sorted(theirs)[int(len(theirs) * 0.95)]
+
+
+def index_update_ms(data: Path, name: str) -> tuple[float, float, int, tuple[float, float]]:
+    """(ms to build the retriever's index of the whole catalog, ms to update it after
+    pygments/util.py changed, units, keyword p95 ms ours and bm25s') in this process, from the
+    server's data directory."""
+    os.environ["CODERAG_DATA_DIR"] = str(data)
+    from coderag.settings import get_settings
+    from coderag.store import get_catalog
+    from coderag_retriever.index import build, update
+
+    get_settings.cache_clear()
+    catalog = get_catalog()
+    t = time.perf_counter()
+    index = build(catalog, name, 1)
+    full = (time.perf_counter() - t) * 1000
+    old = index.files["pygments/util.py"]
+    index.files["pygments/util.py"] = dataclasses.replace(old, sha="stale")
+    t = time.perf_counter()
+    updated = update(catalog, name, index, 2)
+    one = (time.perf_counter() - t) * 1000
+    assert updated.read == ["pygments/util.py"], updated.read
+    return full, one, len(updated), keyword_p95_ms(updated, LATENCY_QUERIES)
 
 
 def main() -> int:
     """Run the three timings and print a markdown table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--one-encoder", action="store_true", help="CODERAG_EMBED_MODEL_2= (MiniLM)")
+    ap.add_argument("--files", type=int, default=0, help="first N Python files of each version")
     args = ap.parse_args()
     entries = json.loads((HERE / "history.json").read_text())
     roots = [fetch(e) for e in entries]
     tmp = Path(tempfile.mkdtemp(prefix="coderag-incremental-"))
+    if args.files:
+        roots = [subset(r, tmp / f"v{i}", args.files) for i, r in enumerate(roots)]
     work = tmp / "repo"
     work.mkdir()
     repo = git.Repo.init(work)
@@ -117,6 +195,8 @@ def main() -> int:
     port = args.port or free_port()
     env = {**os.environ, "CODERAG_DATA_DIR": str(tmp / "data"), "CODERAG_WEBHOOK_SECRET": SECRET}
     env["CODERAG_REPO_ROOTS"] = str(tmp)
+    if args.one_encoder:
+        env["CODERAG_EMBED_MODEL_2"] = ""
     server = subprocess.Popen(
         [sys.executable, "-m", "coderag.cli", "serve", "--port", str(port)],
         env=env,
@@ -134,10 +214,16 @@ def main() -> int:
                 time.sleep(0.1)
         t = time.perf_counter()
         client.post("/repos", json={"name": "history", "path": str(work)})
-        first = wait(client, "history", None)
+        first, searchable = wait(client, "history", None, t)
         full = time.perf_counter() - t
         rows.append(
-            (f"full index of v{entries[0]['version']}", first["files"], first["units"], full)
+            (
+                f"full index of v{entries[0]['version']}",
+                first["files"],
+                first["units"],
+                searchable,
+                full,
+            )
         )
         for q in LATENCY_QUERIES:  # warm-up round: the first query builds the in-memory indexes
             client.post("/search", json={"query": q, "repo": "history", "top_k": 10})
@@ -153,12 +239,13 @@ def main() -> int:
         commit(repo, f"v{entries[1]['version']}")
         t = time.perf_counter()
         client.post("/repos/history/reindex")
-        second = wait(client, "history", first["indexed_at"])
+        second, searchable = wait(client, "history", first, t)
         rows.append(
             (
                 f"incremental v{entries[0]['version']} -> v{entries[1]['version']}",
                 second["files"],
                 second["units"],
+                searchable,
                 time.perf_counter() - t,
             )
         )
@@ -208,20 +295,40 @@ def main() -> int:
                 raise SystemExit("the one-file commit was not searchable within 600 s")
             time.sleep(0.02)
         one = time.perf_counter() - t
-        third = client.get("/repos/history").json()
-        rows.append(("one-file commit: webhook -> searchable", third["files"], third["units"], one))
-    finally:
+        third, _ = wait(client, "history", second, t)
+        rows.append(
+            (
+                "one-file commit: webhook -> searchable",
+                third["files"],
+                third["units"],
+                one,
+                time.perf_counter() - t,
+            )
+        )
         server.terminate()
         server.wait(30)
+        build_ms, update_ms, units, (ours, theirs) = index_update_ms(tmp / "data", "history")
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            server.wait(30)
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"History: {lines:,} lines of Python in v{entries[0]['version']}.\n")
-    print("| step | files | units | seconds |")
-    print("| --- | --- | --- | --- |")
-    for step, files, units, secs in rows:
-        print(f"| {step} | {files} | {units} | {secs:.2f} |")
+    encoders = "MiniLM only" if args.one_encoder else "both encoders"
+    print(f"Encoders: {encoders}.\n")
+    print("| step | files | units | searchable s | complete s |")
+    print("| --- | --- | --- | --- | --- |")
+    for step, files, n, searchable, secs in rows:
+        print(f"| {step} | {files} | {n} | {searchable:.2f} | {secs:.2f} |")
     print(
-        f"\nWebhook answered 202 in {ack * 1000:.0f} ms. Full index / one-file update: "
-        f"{full / one:.0f}x."
+        f"\nWebhook answered 202 in {ack * 1000:.0f} ms. Full index (complete) / one-file "
+        f"update (searchable): {full / one:.0f}x; to complete: {full / rows[-1][-1]:.0f}x."
+    )
+    print(
+        f"Retriever index of the {units} units, in this process: full build {build_ms:.0f} ms, "
+        f"update after one changed file {update_ms:.0f} ms. Keyword route BM25 top 50, p95 of "
+        f"{len(LATENCY_QUERIES) * 5}: postings {ours:.1f} ms, bm25s on the same documents "
+        f"{theirs:.1f} ms."
     )
     p50, p95 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.95)]
     print(

@@ -54,12 +54,12 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def wait_ready(client: TestClient, name: str, timeout: float = 120) -> dict:
-    """Poll a repository over HTTP, draining the in-process queue, until it is ready or failed."""
+    """Poll a repository over HTTP, draining the in-process queue, until complete or failed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         queue.drain()
         body = client.get(f"/repos/{name}").json()
-        if body["status"] in ("ready", "error"):
+        if body["status"] == "error" or (body["status"] == "ready" and body["complete"]):
             return body
         time.sleep(0.1)
     raise AssertionError(f"{name} not ready: {body}")

@@ -62,7 +62,7 @@ class Suite:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             body = client.get(f"/repos/{name}").json()
-            if body["status"] in ("ready", "error"):
+            if body["status"] == "error" or (body["status"] == "ready" and body["complete"]):
                 return body
             time.sleep(0.5)
         raise AssertionError(f"{name} not ready after {timeout:.0f} s: {body}")

@@ -43,8 +43,9 @@ def _data(result: Any) -> Any:
 def _wait_ready(base: str, name: str) -> None:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        status = httpx.get(f"{base}/repos/{name}", headers=AUTH).json()["status"]
-        if status in ("ready", "error"):
+        body = httpx.get(f"{base}/repos/{name}", headers=AUTH).json()
+        status = body["status"]
+        if status == "error" or (status == "ready" and body["complete"]):
             assert status == "ready"
             return
         time.sleep(0.5)

@@ -16,8 +16,10 @@ from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, vote
-from coderag_retriever.index import bm25_scores, build
+from coderag_retriever.index import assemble, bm25_scores
+from coderag_retriever.postings import Postings
 from coderag_retriever.search import rank
+from coderag_retriever.shards import FileShard, drop_shard, make_shard
 from tests.conftest import commit_all
 from tests.tinymodels import build_tiny_roberta
 
@@ -230,24 +232,36 @@ def test_reclusters_when_the_silhouette_falls_below_the_floor(
     assert labels() == bad
 
 
-def test_a_new_generation_tokenizes_only_changed_units() -> None:
-    def unit(text: str) -> Unit:
+def test_a_changed_file_reuses_the_tokens_of_its_unchanged_units() -> None:
+    def unit(start: int, text: str) -> Unit:
         return Unit(
             repo="r",
             file="a.py",
-            start_line=1,
-            end_line=2,
-            symbol="f",
+            start_line=start,
+            end_line=start + 1,
+            symbol=f"f{start}",
             kind="function",
             language="python",
             text=text,
         )
 
-    old = build([unit("def f(): return redirect()"), unit("def g(): pass")], 1)
-    stale = {key: ["poisoned"] for key in old.documents}
-    new = build([unit("def f(): return redirect()"), unit("def g(): return timeout")], 2, stale)
-    assert bm25_scores(new, ["poisoned"], 5) != [], "an unchanged unit reuses its tokens"
-    assert [p for p, _ in bm25_scores(new, ["timeout"], 5)] == [1], "a changed one is re-read"
+    postings = Postings()
+    old = make_shard("1", [unit(1, "def f(): return redirect()"), unit(5, "pass")], {}, postings)
+    poisoned = FileShard(
+        old.sha, old.units, (["poisoned"], ["poisoned"]), old.slots, old.symbols, old.names
+    )
+    drop_shard(poisoned, postings)
+    new = make_shard(
+        "2",
+        [unit(1, "def f(): return redirect()"), unit(5, "return timeout")],
+        {},
+        postings,
+        poisoned,
+    )
+    index = assemble({"a.py": new}, postings, 2, ["a.py"])
+    assert bm25_scores(index, ["poisoned"], 5) != [], "an unchanged unit reuses its tokens"
+    assert [p for p, _ in bm25_scores(index, ["timeout"], 5)] == [1], "a changed one is re-read"
+    assert postings.live == 2 and postings.dead == 2
 
 
 def test_second_encoder_feeds_the_vector2_route(

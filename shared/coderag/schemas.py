@@ -129,6 +129,13 @@ class RepoCreate(BaseModel):
         return self
 
 
+class StageProgress(BaseModel):
+    """Vectors one space owes for the index in progress."""
+
+    done: int = 0
+    total: int | None = None
+
+
 class RepoOut(BaseModel):
     """A repository's indexing state."""
 
@@ -149,6 +156,21 @@ class RepoOut(BaseModel):
     indexed_at: str | None = None
     error: str | None = None
     progress: str | None = None
+    complete: bool = Field(
+        False,
+        description="True once every stage is done (vectors included); `ready` with "
+        "`complete` false means keyword, symbol and exact search work while vectors fill in.",
+    )
+    stages: dict[str, StageProgress] = Field(
+        default_factory=dict,
+        description="Vectors written per space (`vector`, `vector2`) by the index in progress.",
+    )
+    eta_s: float | None = Field(
+        None, description="Rough seconds until `complete`, from the vectors' rate so far."
+    )
+    searchable_at: str | None = Field(
+        None, description="When the last index's keyword stage was published."
+    )
 
 
 class SearchRequest(BaseModel):
@@ -195,6 +217,14 @@ class SearchResponse(BaseModel):
         False,
         description="True when even the best hit is under the score gate: the code probably "
         "does not answer the query (/ask would refuse). Results still come back, best first.",
+    )
+    routes_ready: list[str] = Field(
+        default_factory=list, description="Routes that ran with all their data in place."
+    )
+    routes_missing: list[str] = Field(
+        default_factory=list,
+        description="Routes still waiting for vectors (the repository is not `complete`); they "
+        "search the batches written so far.",
     )
 
 

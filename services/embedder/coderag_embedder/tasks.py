@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from coderag import lease, progress, recovery
+from coderag import lease, progress, recovery, stages
 from coderag.errors import NotFound
 from coderag.jobs import EmbedFiles, RefreshRepo, handles
 from coderag.queue import enqueue
@@ -83,13 +83,15 @@ def _embed_repo(name: str, reg: str, payload: dict[str, Any]) -> tuple[int, int]
     encoded = written = 0
     expected = catalog.unit_hashes(name)
     for space, encoder in encoders.items():
+        stages.advance(catalog, name, space, 0, len(units))
         encoded += _embed(name, units, commit, encoder, space, reg)
         vectors.delete(name, payload.get("stale_ids", []), space, reg)
         stored = vectors.hashes(name, space, reg)
         redo = {uid for uid, h in expected.items() if stored.get(uid) != h}
         missing = list(catalog.units_by_id(redo).values())
-        encoded += _embed(name, missing, commit, encoder, space, reg)
+        encoded += _embed(name, missing, commit, encoder, space, reg, len(units))
         written += len(units) + len(missing)
+        stages.advance(catalog, name, space, len(units) + len(missing), len(units) + len(missing))
         vectors.delete(name, sorted(set(stored) - set(expected)), space, reg)
     for space in set(SPACE_PREFIXES) - set(encoders):
         vectors.drop(name, space, reg)  # a second encoder switched off: its vectors go stale
@@ -97,9 +99,17 @@ def _embed_repo(name: str, reg: str, payload: dict[str, Any]) -> tuple[int, int]
 
 
 def _embed(
-    name: str, units: list[Any], commit: str, encoder: Any, space: str, registration: str
+    name: str,
+    units: list[Any],
+    commit: str,
+    encoder: Any,
+    space: str,
+    registration: str,
+    before: int = 0,
 ) -> int:
-    """Write the units' vectors, encoding only what the cache lacks; returns how many it encoded."""
+    """Write the units' vectors, encoding only what the cache lacks, each chunk searchable as it
+    lands (``before``: vectors of this space written earlier in the job); returns how many it
+    encoded."""
     catalog = get_catalog()
     texts = {u.id: unit_text(u) for u in units}
     keys = {uid: text_key(t) for uid, t in texts.items()}
@@ -122,6 +132,8 @@ def _embed(
             space,
             registration,
         )
+        if before or start + len(chunk) < len(units):
+            stages.advance(catalog, name, space, before + start + len(chunk), before + len(units))
         progress.report(name, f"embedding ({space})", start + len(chunk), len(units))
     return encoded
 

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from coderag import lease, recovery
+from coderag import lease, recovery, stages
 from coderag.errors import NotFound
 from coderag.jobs import EmbedFiles, IndexRepo, handles
 from coderag.queue import enqueue
@@ -80,6 +80,8 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
     try:
         with lease.renewing(catalog, name, token, settings.job_lease_s):
             paths, drop, stale, commit, full = _index(catalog, settings, repo, reg, fields)
+        if not stages.publish_keywords(catalog, name, reg, settings):
+            raise NotFound(f"repository {name!r} was deleted while it was parsed")
     except NotFound:
         return {"repo": name, "skipped": "deleted"}
     except Exception as exc:

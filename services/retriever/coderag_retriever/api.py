@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel
 
-from coderag import audit
+from coderag import audit, stages
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
 from coderag.embedding import QueryEmbedder, query_embedder
 from coderag.errors import InvalidInput
@@ -17,6 +17,7 @@ from coderag.responses import errors
 from coderag.schemas import SearchRequest, SearchResponse
 from coderag_retriever import retrieval
 from coderag_retriever.retrieval import RetrievedHit
+from coderag_retriever.search import routes_run
 
 router = APIRouter(tags=["search"])
 
@@ -74,7 +75,17 @@ def search(
         response_ms=took,
         status="ok",
     )
-    return SearchResponse(results=hits, took_ms=round(took, 2), below_gate=found.below_gate)
+    state = catalog.get_repo(body.repo)
+    ready, missing = stages.route_readiness(
+        {s: p.model_dump() for s, p in state.stages.items()}, state.complete, routes_run(settings)
+    )
+    return SearchResponse(
+        results=hits,
+        took_ms=round(took, 2),
+        below_gate=found.below_gate,
+        routes_ready=ready,
+        routes_missing=missing,
+    )
 
 
 @router.post("/retrieve", responses=errors(400, 404, 409, 503))

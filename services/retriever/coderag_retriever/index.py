@@ -1,4 +1,6 @@
-"""A repository's in-memory keyword and symbol indexes, rebuilt when its generation changes.
+"""A repository's in-memory keyword and symbol indexes, kept per generation and updated file by
+file: a new generation re-reads only the files whose content hash moved (shards.py), and the BM25
+postings gain and lose only those files' documents (postings.py).
 
 The generation lives on the repository row, so an API process notices a refresh done by another
 process (an rq worker in compose) on its next query.
@@ -10,31 +12,37 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import bm25s
 import numpy as np
 
 from coderag.schemas import Unit
 from coderag.store import Catalog, get_vectors
 from coderag.store import clusters as cluster_table
-from coderag.store import symbols as symbol_table
-from coderag_retriever.text import code_tokens, split_identifier, stem
+from coderag_retriever import shards
+from coderag_retriever.postings import Postings
+from coderag_retriever.shards import FileShard
+
+REBUILD_SHARE = 0.25
+"""A new generation that changed more than this share of the files is read whole (one query
+for all units beats one per file)."""
 
 
 @dataclass
 class RepoIndex:
-    """Units of one repository with a BM25 index over their text and a symbol-token index."""
+    """Units of one repository with BM25 postings over their text and a symbol-token index."""
 
     generation: int
     units: list[Unit]
     ids: list[str]
     position: dict[str, int]
-    bm25: bm25s.BM25 | None
+    postings: Postings
+    slot_of: np.ndarray
     symbol_tokens: list[frozenset[str]]
     by_symbol_token: dict[str, list[int]] = field(default_factory=dict)
     by_name: dict[str, list[int]] = field(default_factory=dict)
     history: np.ndarray = field(default_factory=lambda: np.zeros(0))
     labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    documents: dict[tuple[str, str], list[str]] = field(default_factory=dict, repr=False)
+    files: dict[str, FileShard] = field(default_factory=dict, repr=False)
+    read: list[str] = field(default_factory=list)  # files read for this generation (tests, bench)
     _vectors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     registration: str = ""
 
@@ -54,22 +62,6 @@ class RepoIndex:
         if space not in self._vectors:
             self._vectors[space] = load_vectors(self.units, space, self.registration or None)
         return self._vectors[space]
-
-
-def keyword_document(unit: Unit) -> list[str]:
-    """Tokens BM25 indexes for a unit: path, symbol (twice: names matter), doc and code."""
-    symbol = code_tokens(unit.symbol)
-    return code_tokens(unit.file) + symbol + symbol + code_tokens(unit.doc) + code_tokens(unit.text)
-
-
-def symbol_token_set(unit: Unit) -> frozenset[str]:
-    """Stemmed parts of a unit's qualified name (``Session.resolve_redirects`` -> session,
-    resolve, redirect)."""
-    words: set[str] = set()
-    for piece in unit.symbol.replace("(", " ").replace(")", " ").replace("*", " ").split("."):
-        for part in split_identifier(piece.strip()):
-            words.add(stem(part))
-    return frozenset(w for w in words if len(w) > 1)
 
 
 def load_vectors(
@@ -108,104 +100,124 @@ def cluster_labels(catalog: Catalog, repo: str, ids: list[str]) -> np.ndarray:
     return np.array([by_id.get(i, -1) for i in ids], dtype=np.int64)
 
 
-def name_index(catalog: Catalog, repo: str, index: RepoIndex) -> dict[str, list[int]]:
-    """Lower-cased names -> positions of the units defining them: each unit's qualified symbol,
-    its last component, and the symbol-table names (constants, variables) inside it."""
-    names: dict[str, set[int]] = defaultdict(set)
-    for pos, u in enumerate(index.units):
-        if u.kind in ("block", "file"):
-            continue
-        sym = u.symbol.split("[part")[0].replace("(", "").replace(")", "").replace("*", "")
-        names[sym.lower()].add(pos)
-        names[sym.rsplit(".", 1)[-1].lower()].add(pos)
-    for r in symbol_table.defined(catalog.db, repo):
-        pos = index.position.get(r["unit_id"])
-        if pos is not None:
-            names[r["name"].lower()].add(pos)
-            names[r["qualified"].lower().replace("(", "").replace(")", "").replace("*", "")].add(
-                pos
-            )
-    return {k: sorted(v) for k, v in names.items()}
-
-
-def build(
-    units: list[Unit], generation: int, known: dict[tuple[str, str], list[str]] | None = None
+def assemble(
+    files: dict[str, FileShard], postings: Postings, generation: int, read: list[str]
 ) -> RepoIndex:
-    """Index a repository's units; ``known`` holds keyword documents of an earlier generation,
-    by (file, content hash), so a one-file update tokenizes only that file's units."""
-    ids = [u.id for u in units]
-    known = known or {}
-    documents: dict[tuple[str, str], list[str]] = {}
-    docs = []
-    for u in units:
-        key = (u.file, u.content_hash)
-        documents[key] = doc = known[key] if key in known else keyword_document(u)
-        docs.append(doc)
-    bm25 = None
-    if any(docs):
-        bm25 = bm25s.BM25()
-        bm25.index([d or ["\u2205"] for d in docs], show_progress=False)
-    symbols = [symbol_token_set(u) for u in units]
+    """The index of a repository from its files' shards, in path and line order (a full build
+    and any sequence of updates give the same positions)."""
+    units: list[Unit] = []
+    slots: list[int] = []
+    symbols: list[frozenset[str]] = []
+    names: list[frozenset[str]] = []
+    for path in sorted(files):
+        shard = files[path]
+        units += shard.units
+        slots += shard.slots
+        symbols += shard.symbols
+        names += shard.names
     by_token: dict[str, list[int]] = defaultdict(list)
-    for i, toks in enumerate(symbols):
-        for t in toks:
-            by_token[t].append(i)
+    by_name: dict[str, list[int]] = defaultdict(list)
+    for pos, (toks, defined) in enumerate(zip(symbols, names, strict=True)):
+        for t in sorted(toks):
+            by_token[t].append(pos)
+        for name in sorted(defined):
+            by_name[name].append(pos)
+    ids = [u.id for u in units]
     return RepoIndex(
         generation=generation,
         units=units,
         ids=ids,
         position={u: i for i, u in enumerate(ids)},
-        bm25=bm25,
+        postings=postings,
+        slot_of=np.array(slots, dtype=np.int64),
         symbol_tokens=symbols,
         by_symbol_token=dict(by_token),
-        documents=documents,
+        by_name=dict(by_name),
+        files=files,
+        read=read,
     )
 
 
+def build(catalog: Catalog, repo: str, generation: int) -> RepoIndex:
+    """Index all of a repository's units from scratch."""
+    postings = Postings()
+    files = shards.read_all(catalog, repo, postings)
+    return assemble(files, postings, generation, sorted(files))
+
+
+def update(catalog: Catalog, repo: str, old: RepoIndex, generation: int) -> RepoIndex:
+    """The next generation of ``old``: files whose content hash moved are read again, removed
+    ones dropped, the rest reused; from scratch when much changed or the postings hold more
+    removed documents than live ones."""
+    shas = catalog.file_shas(repo)
+    changed = sorted(p for p, sha in shas.items() if p not in old.files or old.files[p].sha != sha)
+    removed = sorted(set(old.files) - set(shas))
+    postings = old.postings
+    if len(changed) + len(removed) > REBUILD_SHARE * max(len(shas), 1) or (
+        postings.dead > postings.live
+    ):
+        return build(catalog, repo, generation)
+    files = dict(old.files)
+    for path in removed:
+        shards.drop_shard(files.pop(path), postings)
+    for path in changed:
+        known = files.pop(path, None)
+        if known is not None:
+            shards.drop_shard(known, postings)
+        files[path] = shards.read_file(catalog, repo, path, shas[path], postings, known)
+    return assemble(files, postings, generation, changed)
+
+
 def bm25_scores(index: RepoIndex, tokens: list[str], n: int) -> list[tuple[int, float]]:
-    """Top ``n`` units by BM25 as (position, score)."""
-    if index.bm25 is None or not tokens or not len(index):
+    """Top ``n`` units by BM25 as (position, score), ties in position order."""
+    if not tokens or not len(index) or n <= 0:
         return []
-    k = min(n, len(index))
-    docs, scores = index.bm25.retrieve([tokens], k=k, show_progress=False)
-    return [(int(d), float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+    scores = index.postings.scores(tokens)[index.slot_of]
+    k = min(n, len(scores))
+    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    order = top[np.lexsort((top, -scores[top]))]
+    return [(int(p), float(scores[p])) for p in order if scores[p] > 0]
 
 
 class IndexCache:
-    """One RepoIndex per repository, rebuilt when the catalog's generation moves."""
+    """One RepoIndex per repository, brought up to date when the catalog's generation moves;
+    each repository has its own lock, so one repository's update never holds another's
+    queries."""
 
     def __init__(self) -> None:
         self._indexes: dict[str, RepoIndex] = {}
-        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, repo: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(repo, threading.Lock())
 
     def get(self, catalog: Catalog, repo: str) -> RepoIndex:
         """The current index of a repository."""
         # generations restart at 0 when a name is registered again: key by registration too
         generation, registration = catalog.published(repo)
-        with self._lock:
+        with self._lock(repo):
             cached = self._indexes.get(repo)
-            if cached is not None and (cached.registration, cached.generation) == (
-                registration,
-                generation,
-            ):
-                return cached
-            known = cached.documents if cached is not None else None
-            index = build(catalog.units(repo), generation, known)
+            if cached is not None and cached.registration == registration:
+                if cached.generation == generation:
+                    return cached
+                try:
+                    index = update(catalog, repo, cached, generation)
+                except BaseException:
+                    # the shared postings may be half updated: the next query builds afresh
+                    self._indexes.pop(repo, None)
+                    raise
+            else:
+                index = build(catalog, repo, generation)
             index.registration = registration
-            index.by_name = name_index(catalog, repo, index)
-            for name, positions in index.by_name.items():
-                for part in split_identifier(name.rsplit(".", 1)[-1]):
-                    for pos in positions:  # constants inside blocks join the symbol route too
-                        if stem(part) not in index.symbol_tokens[pos] and len(part) > 1:
-                            index.symbol_tokens[pos] = index.symbol_tokens[pos] | {stem(part)}
-                            index.by_symbol_token.setdefault(stem(part), []).append(pos)
             index.labels = cluster_labels(catalog, repo, index.ids)
             self._indexes[repo] = index
             return index
 
     def forget(self, repo: str) -> None:
         """Drop a repository's index."""
-        with self._lock:
+        with self._lock(repo):
             self._indexes.pop(repo, None)
 
 

@@ -107,6 +107,20 @@ class Pool:
         }
 
 
+def route_runs(name: str, settings: Settings) -> bool:
+    """Whether a route runs under these settings."""
+    weights = settings.weights()
+    if weights.get(name, 0.0) > 0:
+        return True
+    # The learned ranker reads a listed route's ranks even when the fusion weighs it 0.
+    return settings.ranker == "learned" and name in weights and name in learned.RANKED_ROUTES
+
+
+def routes_run(settings: Settings) -> list[str]:
+    """The routes a search runs, in their running order."""
+    return [name for name in (*ROUTES, *PRIOR_ROUTES) if route_runs(name, settings)]
+
+
 def gather(
     repo: str, text: str, settings: Settings, embedder: QueryEmbedder | None = None
 ) -> Pool | None:
@@ -119,10 +133,7 @@ def gather(
     weights = settings.weights()
 
     def runs(name: str) -> bool:
-        # The learned ranker reads a listed route's ranks even when the fusion weighs it 0.
-        if weights.get(name, 0.0) > 0:
-            return True
-        return settings.ranker == "learned" and name in weights and name in learned.RANKED_ROUTES
+        return route_runs(name, settings)
 
     rankings = {
         name: route(query, index, settings.route_depth)

@@ -39,7 +39,8 @@ def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
     def publish(conn: Any) -> int:
         return conn.execute(
             "UPDATE repos SET status='ready', files=?, units=?, commit_sha=?, indexed_at=?, "
-            "progress=NULL, error=NULL, generation=generation+1 WHERE name=? "
+            "progress=NULL, error=NULL, complete=1, stages='{}', generation=generation+1 "
+            "WHERE name=? "
             "AND COALESCE(uid, '')=?",
             (files, units, payload.get("commit"), now_iso(), name, reg),
         ).rowcount

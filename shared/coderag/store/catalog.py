@@ -379,4 +379,24 @@ def _repo_out(row: sqlite3.Row) -> RepoOut:
         indexed_at=row["indexed_at"],
         error=row["error"],
         progress=row["progress"],
+        **_stage_fields(row),
     )
+
+
+def _stage_fields(row: sqlite3.Row) -> dict[str, object]:
+    """complete, stages and eta_s of a repository row (a row from before stages: complete when
+    ready)."""
+    from coderag.stages import eta_seconds
+
+    keys = row.keys()
+    state = json.loads(row["stages"] or "{}") if "stages" in keys else {}
+    raw = row["complete"] if "complete" in keys else None
+    complete = row["status"] == "ready" if raw is None else bool(raw)
+    return {
+        "complete": complete,
+        "stages": {}
+        if complete
+        else {s: {k: e.get(k) for k in ("done", "total")} for s, e in state.items()},
+        "eta_s": eta_seconds(state, complete),
+        "searchable_at": row["searchable_at"] if "searchable_at" in keys else None,
+    }

@@ -72,9 +72,11 @@ def finish(db: Database, name: str, token: str | None) -> bool:
 
 
 def unfinished(db: Database, states: tuple[str, ...]) -> list[sqlite3.Row]:
-    """Repositories in one of ``states``: name, lease_until, attempts, progress."""
+    """Repositories mid-chain: in one of ``states``, or ready but still owing vectors
+    (coderag.stages); name, lease_until, attempts, progress."""
     marks = ",".join("?" * len(states))
     return db.read(
-        f"SELECT name, lease_until, attempts, progress FROM repos WHERE status IN ({marks})",
+        "SELECT name, lease_until, attempts, progress FROM repos "
+        f"WHERE status IN ({marks}) OR (status='ready' AND complete=0)",
         states,
     )

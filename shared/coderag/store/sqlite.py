@@ -44,6 +44,9 @@ CREATE TABLE IF NOT EXISTS repos (
     lease_until REAL,
     pending INTEGER NOT NULL DEFAULT 0,
     attempts INTEGER NOT NULL DEFAULT 0,
+    complete INTEGER,
+    stages TEXT NOT NULL DEFAULT '{}',
+    searchable_at TEXT,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
 );
 CREATE TABLE IF NOT EXISTS files (
@@ -130,6 +133,9 @@ ADDED_COLUMNS = (
     ("repos", "lease_until", "REAL"),
     ("repos", "pending", "INTEGER NOT NULL DEFAULT 0"),
     ("repos", "attempts", "INTEGER NOT NULL DEFAULT 0"),
+    ("repos", "complete", "INTEGER"),
+    ("repos", "stages", "TEXT NOT NULL DEFAULT '{}'"),
+    ("repos", "searchable_at", "TEXT"),
 )
 """Columns added after the first release: (table, column, declaration), added to older files."""
 

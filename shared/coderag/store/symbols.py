@@ -31,6 +31,15 @@ def defined(db: Database, repo: str) -> list[sqlite3.Row]:
     )
 
 
+def defined_in(db: Database, repo: str, file: str) -> list[sqlite3.Row]:
+    """(name, qualified, unit_id) of every symbol defined inside a unit of one file."""
+    return db.read(
+        "SELECT name, qualified, unit_id FROM symbols WHERE repo=? AND file=? "
+        "AND unit_id IS NOT NULL",
+        (repo, file),
+    )
+
+
 def unit_of(db: Database, repo: str, qualified: str) -> str | None:
     """The id of the unit defining a qualified name, None when none does."""
     rows = db.read(

@@ -45,7 +45,9 @@ async function loadRepos() {
   for (const r of state.repos) {
     rows.append(el("tr", { "data-repo": r.name },
       el("td", {}, r.name),
-      el("td", { class: "status-" + r.status, "data-status": r.status }, r.status + (r.error ? ": " + r.error : "")),
+      // ready but not complete: keyword search works while vectors fill in
+      el("td", { class: "status-" + r.status, "data-status": r.status === "ready" && r.complete === false ? "filling" : r.status },
+        r.status + (r.status === "ready" && r.complete === false ? " (vectors…)" : "") + (r.error ? ": " + r.error : "")),
       el("td", {}, r.progress || ""),
       el("td", {}, String(r.files)), el("td", {}, String(r.units)),
       el("td", {}, el("button", { type: "button", class: "link skipped", title: t("health"),
@@ -58,7 +60,7 @@ async function loadRepos() {
   const select = $("#repo-select"), keep = select.value || new URLSearchParams(location.search).get("repo");
   select.replaceChildren(...state.repos.map((r) => el("option", { value: r.name }, r.name)));
   if (keep && repoInfo(keep)) select.value = keep;
-  const busy = state.repos.some((r) => r.status === "queued" || r.status === "indexing");
+  const busy = state.repos.some((r) => r.status === "queued" || r.status === "indexing" || r.complete === false && r.status === "ready");
   clearTimeout(state.poll);
   if (busy) state.poll = setTimeout(loadRepos, 1500);
 }

@@ -1,0 +1,41 @@
+"""A repository row's indexing stages (coderag.stages decides them; this writes them)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+from coderag.store.catalog import now_iso
+from coderag.store.sqlite import Database
+
+
+def publish_keywords(
+    db: Database, name: str, registration: str, files: int, units: int, owed: dict
+) -> bool:
+    """Mark the registration's new units searchable (status ready, a new generation) with the
+    vectors it still owes per space; False when the repository or registration is gone."""
+
+    def publish(conn: sqlite3.Connection) -> int:
+        return conn.execute(
+            "UPDATE repos SET status='ready', files=?, units=?, complete=0, stages=?, "
+            "searchable_at=?, generation=generation+1 WHERE name=? AND COALESCE(uid, '')=?",
+            (files, units, json.dumps(owed), now_iso(), name, registration),
+        ).rowcount
+
+    return bool(db.write(publish))
+
+
+def advance(db: Database, name: str, space: str, done: int, total: int) -> None:
+    """Record that ``done`` of the ``total`` vectors a space owes are written."""
+
+    def write(conn: sqlite3.Connection) -> None:
+        row = conn.execute("SELECT stages FROM repos WHERE name=?", (name,)).fetchone()
+        if row is None:
+            return
+        state = json.loads(row[0] or "{}")
+        started = (state.get(space) or {}).get("started") or time.time()
+        state[space] = {"done": done, "total": total, "started": started}
+        conn.execute("UPDATE repos SET stages=? WHERE name=?", (json.dumps(state), name))
+
+    db.write(write)
