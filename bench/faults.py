@@ -40,6 +40,7 @@ ROOT = BENCH.parent
 PATHS = [str(ROOT / "shared"), *(str(p) for p in sorted((ROOT / "services").iterdir())), str(ROOT)]
 sys.path[:0] = [*PATHS, str(BENCH)]
 
+from fault_index import differences, empty_vector_cache, fingerprint  # noqa: E402
 from fault_load import run_load  # noqa: E402
 from fault_procs import (  # noqa: E402
     Server,
@@ -52,10 +53,8 @@ from fault_procs import (  # noqa: E402
 
 from coderag.errors import NotFound  # noqa: E402
 from coderag.settings import get_settings  # noqa: E402
-from coderag.store import get_catalog, get_vectors  # noqa: E402
-from coderag.store.vectors import SPACE_PREFIXES  # noqa: E402
-from tests.procs import RedisServer, kill9, stop  # noqa: E402
-from tests.test_incremental import snapshot  # noqa: E402
+from coderag.store import get_catalog  # noqa: E402
+from tests.procs import QUEUES, RedisServer, kill9, stop  # noqa: E402
 
 SETTLE_S = 900.0
 """A repository still queued or indexing this long after its fault counts as stuck."""
@@ -75,43 +74,12 @@ def settled(name: str, tick: Callable[[], None] | None = None) -> str:
     ``stuck``."""
     deadline = time.monotonic() + SETTLE_S
     while time.monotonic() < deadline:
-        status = state(name).split()[0]
-        if status in ("ready", "error"):
-            return status
+        if settled_now(name):
+            return state(name).split()[0]
         if tick is not None:
             tick()
         time.sleep(0.3)
     return "stuck"
-
-
-def fingerprint(name: str) -> dict:
-    """What the index holds for a repository, keyed without its name: units (content hashes),
-    files, symbols, calls, imports, and per vector space unit -> the hash its vector carries."""
-    try:
-        rows: dict = snapshot(name)
-    except AssertionError as exc:  # vector ids that are not the unit ids: the maps below say how
-        rows = {"snapshot": str(exc)}
-    key = {u.id: (u.file, u.start_line, u.end_line, u.symbol) for u in get_catalog().units(name)}
-    for space in SPACE_PREFIXES:
-        stored = get_vectors().hashes(name, space)
-        rows[space] = {key.get(i, ("not a unit", i, 0, "")): h for i, h in stored.items()}
-    return rows
-
-
-def differences(got: dict, ref: dict) -> str:
-    """What differs between two fingerprints, briefly ('' when equal)."""
-    out = []
-    for part in sorted(got.keys() | ref.keys()):
-        a, b = got.get(part), ref.get(part)
-        if a == b:
-            continue
-        if isinstance(a, dict) and isinstance(b, dict):
-            stale = sum(a[k] != b[k] for k in a.keys() & b.keys())
-            out.append(f"{part}: {len(b.keys() - a.keys())} missing, "
-                       f"{len(a.keys() - b.keys())} extra, {stale} stale")  # fmt: skip
-        else:
-            out.append(f"{part}: {len(a or ())} rows, a full index has {len(b or ())}")
-    return "; ".join(out)
 
 
 def outcome(name: str, ref: dict, tick: Callable[[], None] | None = None) -> tuple[bool, str]:
@@ -121,11 +89,6 @@ def outcome(name: str, ref: dict, tick: Callable[[], None] | None = None) -> tup
         return False, f"{status}: {get_catalog().get_repo(name).error or ''}"
     diff = differences(fingerprint(name), ref)
     return not diff, diff or "equal"
-
-
-def empty_vector_cache() -> None:
-    """Forget every cached vector, so the next index encodes from scratch like a first one."""
-    get_catalog().db.write(lambda c: c.execute("DELETE FROM embed_cache"))
 
 
 def timed_index(server: Server, name: str, root: Path) -> float:
@@ -138,10 +101,12 @@ def timed_index(server: Server, name: str, root: Path) -> float:
     return time.monotonic() - start
 
 
-def worker_kills(server: Server, root: Path, ref: dict, points: list[float], log: Path) -> int:
-    """Kill the worker ``points`` seconds into an index each time; how many ended equal."""
+def worker_kills(
+    server: Server, root: Path, ref: dict, points: list[float], log: Path
+) -> tuple[int, int]:
+    """Kill the worker ``points`` seconds into an index each time; (equal, kills mid-index)."""
     worker = ready_worker(log)
-    equal = 0
+    equal = hit = 0
     for i, at in enumerate(points):
         name = f"kill{i}"
         empty_vector_cache()
@@ -151,32 +116,78 @@ def worker_kills(server: Server, root: Path, ref: dict, points: list[float], log
         when = f"{running_jobs(name)} job; {state(name)}"
         kill9(worker)
         worker = ready_worker(log)
+        if when.endswith("ready"):
+            print(f"  worker kill {i + 1}/{len(points)} at {at:.1f} s: the index had ended")
+            continue
+        hit += 1
         same, how = outcome(name, ref)
         equal += same
         print(f"  worker kill {i + 1}/{len(points)} at {at:.1f} s [{when}]: {how} "
               f"({time.monotonic() - start:.0f} s to settle)", flush=True)  # fmt: skip
     stop(worker)
-    return equal
+    return equal, hit
 
 
-def server_kills(root: Path, ref: dict, points: list[float], log: Path) -> int:
-    """Kill the all-in-one server ``points`` seconds into an index, restart it; how many equal."""
-    equal = 0
+def stage_kills(server: Server, root: Path, ref: dict, log: Path) -> tuple[int, int]:
+    """Kill the worker the moment it takes each stage's job (parser, embedder, retriever), which
+    random points rarely hit when one stage takes most of the time; (equal, stages hit)."""
+    worker = ready_worker(log)
+    equal = hit = 0
+    for i, stage in enumerate(QUEUES):
+        name = f"stage{i}"
+        empty_vector_cache()
+        server.register(name, root)
+        while stage not in running_jobs(name).split("+") and not settled_now(name):
+            time.sleep(0.02)
+        if settled_now(name):
+            print(f"  {stage} job: missed (the index ended before its job was seen)", flush=True)
+            continue
+        when = f"{running_jobs(name)} job; {state(name)}"
+        kill9(worker)
+        worker = ready_worker(log)
+        hit += 1
+        same, how = outcome(name, ref)
+        equal += same
+        print(f"  worker kill as the {stage} job ran [{when}]: {how}", flush=True)
+    stop(worker)
+    return equal, hit
+
+
+def settled_now(name: str) -> bool:
+    """Whether the repository has finished indexing (ready or error)."""
+    return state(name).split()[0] in ("ready", "error")
+
+
+def server_kills(root: Path, ref: dict, n: int, rng: random.Random, log: Path) -> tuple[int, int]:
+    """Time a clean index on the all-in-one server (jobs in-process), then kill it at ``n``
+    seeded points of that time and restart it; (equal, kills that came mid-index)."""
+    server = Server(log, redis=False).start()
+    full_s = timed_index(server, "server-ref", root)
+    same = not differences(fingerprint("server-ref"), ref)
+    stop(server.proc)
+    points = [round(rng.uniform(0.03, 0.97) * full_s, 1) for _ in range(n)]
+    print(f"  in-process clean index: {full_s:.0f} s, {'equal' if same else 'DIFFERENT'} to the "
+          f"worker's; kill points (seconds after POST /repos): {points}", flush=True)  # fmt: skip
+    equal = hit = 0
     for i, at in enumerate(points):
         name = f"server{i}"
         empty_vector_cache()
-        server = Server(log, redis=False).start()
+        server.start()
         start = time.monotonic()
         server.register(name, root)
         time.sleep(max(0.0, start + at - time.monotonic()))
         when = state(name)
         kill9(server.proc)
+        if settled_now(name):
+            print(f"  server kill {i + 1}/{n} at {at:.1f} s: the index had ended; not counted")
+            continue
+        hit += 1
         server.start()  # its start-up heal finds the index its killed self left
         same, how = outcome(name, ref)
         equal += same
         stop(server.proc)
-        print(f"  server kill {i + 1}/{len(points)} at {at:.1f} s [{when}]: {how}", flush=True)
-    return equal
+        print(f"  server kill {i + 1}/{n} at {at:.1f} s [{when}]: {how}", flush=True)
+    return equal, hit
 
 
 def redis_restart(
@@ -240,7 +251,8 @@ def main() -> None:
     ap.add_argument("--subdir", default="_examples", help="folder of the corpus to index")
     ap.add_argument("--busy-corpus", default="toml_rs", help="indexed during the load")
     ap.add_argument("--kills", type=int, default=10, help="worker kills")
-    ap.add_argument("--server-kills", type=int, default=1)
+    ap.add_argument("--stage-kills", type=int, default=1, help="1: also kill once per stage")
+    ap.add_argument("--server-kills", type=int, default=3)
     ap.add_argument("--queued", type=int, default=3, help="indexes queued at the Redis restart")
     ap.add_argument("--seed", type=int, default=12, help="seed of the kill points")
     ap.add_argument("--clients", type=int, default=50)
@@ -275,17 +287,22 @@ def main() -> None:
         print(f"{args.corpus}: {units} units; a clean full index took {full_s:.0f} s", flush=True)
         rng = random.Random(args.seed)
         points = [round(rng.uniform(0.03, 0.97) * full_s, 1) for _ in range(args.kills)]
-        print(f"worker kill points (seed {args.seed}, seconds after POST /repos): {points}")
-        ok = worker_kills(server, root, ref, points, log)
-        print(f"worker kill -9 at random points: {ok} of {len(points)} equal to a full index")
-        points = [round(rng.uniform(0.03, 0.97) * full_s, 1) for _ in range(args.server_kills)]
-        print(f"server kill points (seconds after POST /repos): {points}")
-        ok = server_kills(root, ref, points, log)
-        print(f"server kill -9 mid-index, restarted: {ok} of {len(points)} equal")
+        if points:
+            print(f"worker kill points (seed {args.seed}, seconds after POST /repos): {points}")
+            ok, hit = worker_kills(server, root, ref, points, log)
+            print(f"worker kill -9 at random points: {ok} of {hit} equal to a full index")
+        if args.stage_kills:
+            ok, hit = stage_kills(server, root, ref, log)
+            print(f"worker kill -9 as each stage's job ran: {ok} of {hit} equal to a full index")
+        if args.server_kills:
+            ok, hit = server_kills(root, ref, args.server_kills, rng, log)
+            print(f"server kill -9 mid-index, restarted: {ok} of {hit} equal to a full index")
         at = round(rng.uniform(0.03, 0.97) * full_s, 1)
-        ok = redis_restart(server, redis, root, ref, args.queued, at, log)
-        print(f"Redis restart mid-queue (append-only file): {ok} of {args.queued} equal")
-        load(server, busy_root, "ref", args.clients, args.seconds)
+        if args.queued:
+            ok = redis_restart(server, redis, root, ref, args.queued, at, log)
+            print(f"Redis restart mid-queue (append-only file): {ok} of {args.queued} equal")
+        if args.clients:
+            load(server, busy_root, "ref", args.clients, args.seconds)
     finally:
         stop_all()
         redis.stop()
