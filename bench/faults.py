@@ -235,6 +235,8 @@ def load(server: Server, busy_root: Path, served: str, clients: int, seconds: fl
     before = state("busy")
     tallies = run_load(server.base, served, clients, seconds)
     after = state("busy")
+    print(f"load average (1 min) at the end of the load: {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs")  # fmt: skip
     stop(worker)
     for kind, t in tallies.items():
         failed = sum(t.failures.values())
@@ -284,7 +286,9 @@ def main() -> None:
         stop(worker)
         ref = fingerprint("ref")
         units = get_catalog().get_repo("ref").units
-        print(f"{args.corpus}: {units} units; a clean full index took {full_s:.0f} s", flush=True)
+        busy = f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+        print(f"{args.corpus}/{args.subdir}: {units} units; a clean full index took "
+              f"{full_s:.0f} s ({busy})", flush=True)  # fmt: skip
         rng = random.Random(args.seed)
         points = [round(rng.uniform(0.03, 0.97) * full_s, 1) for _ in range(args.kills)]
         if points:
