@@ -1,243 +1,316 @@
-"""Fault bench: real processes killed at random points, and a load of concurrent clients.
+"""Fault bench: real processes killed at seeded random points of an index of a pinned corpus,
+a Redis restart mid-queue, and concurrent clients while another repository indexes.
 
-1. ``kill -9`` of an rq worker (its whole process group) at random points of an index, then a
-   new worker: does the repository end equal to a full index (units, files, symbols, calls,
-   imports, one vector per unit carrying its unit's hash)?
-2. ``kill -9`` of the all-in-one server mid-index, then a restart: the same question.
-3. A Redis restart (append-only file on) with index jobs queued and no worker: all still there?
-4. ``--clients`` concurrent clients on /search and /ask for ``--seconds`` while another
-   repository indexes: errors, p50/p95 latency.
+Every repository is registered through ``POST /repos`` on a real ``coderag serve``; indexing runs
+on ``coderag worker`` processes against a real redis-server on loopback (append-only file on).
 
-    nice python bench/faults.py --kills 10 --clients 50 --seconds 60
+1. ``kill -9`` of the worker (its process group: work horse and parser processes too) at
+   ``--kills`` seeded random points of an index, then a new worker.
+2. ``kill -9`` of the all-in-one server (jobs in-process) mid-index, then a restart.
+3. A Redis restart (SIGTERM, append-only file) while one index runs and others wait in the queue.
+
+For each: does the repository end ``ready`` and equal to a clean full index of the same tree
+(units with their content hashes, files, symbols, calls, imports; per vector space, the vector
+of every unit and nothing else, each carrying its unit's content hash)? The vector cache is
+emptied before each trial, so every index encodes from scratch as a first index does.
+
+4. ``--clients`` concurrent clients on /search and /ask for ``--seconds`` while a second corpus
+   indexes: failures by cause, p50/p95 latency.
+
+    nice python bench/faults.py                         # chi, 10 kills, 50 clients for 60 s
+    nice python bench/faults.py --kills 2 --clients 5 --seconds 10   # a quick look
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import random
-import subprocess
+import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-WORK = Path(tempfile.mkdtemp(prefix="coderag-faults-"))
-os.environ.update(
-    CODERAG_DATA_DIR=str(WORK / "data"),
-    CODERAG_EMBED_MODEL_2="",
-    CODERAG_JOB_LEASE_S="5",
-    PYTHONPATH=os.pathsep.join(
-        [str(ROOT / "shared"), *(str(p) for p in sorted((ROOT / "services").iterdir())), str(ROOT)]
-    ),
+import httpx
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+PATHS = [str(ROOT / "shared"), *(str(p) for p in sorted((ROOT / "services").iterdir())), str(ROOT)]
+sys.path[:0] = [*PATHS, str(BENCH)]
+
+from fault_index import differences, empty_vector_cache, fingerprint  # noqa: E402
+from fault_load import run_load  # noqa: E402
+from fault_procs import (  # noqa: E402
+    Server,
+    corpus_repo,
+    queue_sizes,
+    ready_worker,
+    running_jobs,
+    stop_all,
 )
-sys.path[:0] = os.environ["PYTHONPATH"].split(os.pathsep)
 
+from coderag.errors import NotFound  # noqa: E402
 from coderag.settings import get_settings  # noqa: E402
-from coderag.store import get_catalog, get_vectors  # noqa: E402
-from tests.procs import RedisServer, free_port, kill9, start_worker, stop, worker_env  # noqa: E402
-from tests.test_incremental import snapshot  # noqa: E402
-from tests.test_recovery import make_repo  # noqa: E402
+from coderag.store import get_catalog  # noqa: E402
+from tests.procs import QUEUES, RedisServer, kill9, stop  # noqa: E402
+
+SETTLE_S = 900.0
+"""A repository still queued or indexing this long after its fault counts as stuck."""
 
 
-def settled(name: str, timeout: float = 900) -> str:
-    """Wait until a repository is ready or failed; its status."""
-    deadline = time.monotonic() + timeout
+def state(name: str) -> str:
+    """The repository's status, with its progress while it indexes."""
+    try:
+        repo = get_catalog().get_repo(name)
+    except NotFound:
+        return "missing"
+    return f"{repo.status} ({repo.progress})" if repo.progress else repo.status
+
+
+def settled(name: str, tick: Callable[[], None] | None = None) -> str:
+    """Wait until a repository is ready or failed (calling ``tick`` meanwhile); its status, or
+    ``stuck``."""
+    deadline = time.monotonic() + SETTLE_S
     while time.monotonic() < deadline:
-        try:
-            status = get_catalog().get_repo(name).status
-        except Exception:
-            status = "missing"
-        if status in ("ready", "error"):
-            return status
+        if settled_now(name):
+            return state(name).split()[0]
+        if tick is not None:
+            tick()
         time.sleep(0.3)
     return "stuck"
 
 
-def equal(name: str, reference: dict) -> bool:
-    """Whether a repository's index equals the reference full index, vectors included."""
-    try:
-        same = snapshot(name) == reference
-    except AssertionError:  # a unit without its vector
-        return False
-    return same and get_vectors().hashes(name) == get_catalog().unit_hashes(name)
+def outcome(name: str, ref: dict, tick: Callable[[], None] | None = None) -> tuple[bool, str]:
+    """(equal to the reference, a line saying how it ended)."""
+    status = settled(name, tick)
+    if status != "ready":
+        return False, f"{status}: {get_catalog().get_repo(name).error or ''}"
+    diff = differences(fingerprint(name), ref)
+    return not diff, diff or "equal"
 
 
-def register(name: str, root: Path) -> None:
-    """Register a repository in the catalog (its job queued by the caller's path)."""
-    get_catalog().create_repo(name, str(root), None, None)
-
-
-def enqueue_index(name: str) -> None:
-    """Queue a repository's index on Redis, as POST /repos does."""
-    from coderag.jobs import IndexRepo
-    from coderag.queue import enqueue
-
-    enqueue(IndexRepo(repo=name))
-
-
-def worker_kills(kills: int, root: Path, log: Path) -> tuple[int, int, float]:
-    """(equal, trials, seconds of a full index) for workers killed at random points."""
-    worker = start_worker(worker_env(), log)
+def timed_index(server: Server, name: str, root: Path) -> float:
+    """Seconds a clean index takes (registered on the server, run by the idle worker)."""
+    empty_vector_cache()
     start = time.monotonic()
-    register("ref", root)
-    enqueue_index("ref")
-    assert settled("ref") == "ready", "the reference index failed"
-    full_s = time.monotonic() - start
-    reference = snapshot("ref")
-    ok = 0
-    rng = random.Random(12)
-    for i in range(kills):
+    server.register(name, root)
+    if settled(name) != "ready":
+        raise SystemExit(f"the clean index {name} did not end ready: {state(name)}")
+    return time.monotonic() - start
+
+
+def worker_kills(
+    server: Server, root: Path, ref: dict, points: list[float], log: Path
+) -> tuple[int, int]:
+    """Kill the worker ``points`` seconds into an index each time; (equal, kills mid-index)."""
+    worker = ready_worker(log)
+    equal = hit = 0
+    for i, at in enumerate(points):
         name = f"kill{i}"
-        register(name, root)
-        enqueue_index(name)
-        time.sleep(rng.uniform(0.5, full_s))
+        empty_vector_cache()
+        start = time.monotonic()
+        server.register(name, root)
+        time.sleep(max(0.0, start + at - time.monotonic()))
+        when = f"{running_jobs(name)} job; {state(name)}"
         kill9(worker)
-        worker = start_worker(worker_env(), log)
-        same = settled(name) == "ready" and equal(name, reference)
-        ok += same
-        print(f"  worker kill {i + 1}/{kills}: {'equal' if same else 'DIFFERENT'}", flush=True)
+        worker = ready_worker(log)
+        if when.endswith("ready"):
+            print(f"  worker kill {i + 1}/{len(points)} at {at:.1f} s: the index had ended")
+            continue
+        hit += 1
+        same, how = outcome(name, ref)
+        equal += same
+        print(f"  worker kill {i + 1}/{len(points)} at {at:.1f} s [{when}]: {how} "
+              f"({time.monotonic() - start:.0f} s to settle)", flush=True)  # fmt: skip
     stop(worker)
-    return ok, kills, full_s
+    return equal, hit
 
 
-def server_kill(root: Path, reference: dict, full_s: float, log: Path) -> bool:
-    """Kill the all-in-one server (in-process jobs) mid-index, restart it: equal at the end?"""
-    port = free_port()
-    env = worker_env(CODERAG_REDIS_URL="", REDIS_URL="")
-    env.pop("REDIS_URL")
-    env.pop("CODERAG_REDIS_URL")
-    code = "import sys; from coderag.cli import main; sys.exit(main(sys.argv[1:]))"
-    cmd = [sys.executable, "-c", code, "serve", "--port", str(port)]
-
-    def serve() -> subprocess.Popen:
-        with log.open("ab") as out:
-            return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)  # fmt: skip
-
-    register("server", root)  # queued: the server's start-up heal picks it up
-    server = serve()
-    deadline = time.monotonic() + 600
-    while get_catalog().get_repo("server").status != "indexing" and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(random.Random(7).uniform(0.5, full_s / 2))
-    kill9(server)
-    server = serve()
-    same = settled("server") == "ready" and equal("server", reference)
-    stop(server)
-    return same
+def stage_kills(server: Server, root: Path, ref: dict, log: Path) -> tuple[int, int]:
+    """Kill the worker the moment it takes each stage's job (parser, embedder, retriever), which
+    random points rarely hit when one stage takes most of the time; (equal, stages hit)."""
+    worker = ready_worker(log)
+    equal = hit = 0
+    for i, stage in enumerate(QUEUES):
+        name = f"stage{i}"
+        empty_vector_cache()
+        server.register(name, root)
+        while stage not in running_jobs(name).split("+") and not settled_now(name):
+            time.sleep(0.02)
+        if settled_now(name):
+            print(f"  {stage} job: missed (the index ended before its job was seen)", flush=True)
+            continue
+        when = f"{running_jobs(name)} job; {state(name)}"
+        kill9(worker)
+        worker = ready_worker(log)
+        hit += 1
+        same, how = outcome(name, ref)
+        equal += same
+        print(f"  worker kill as the {stage} job ran [{when}]: {how}", flush=True)
+    stop(worker)
+    return equal, hit
 
 
-def redis_restart(redis: RedisServer, root: Path, reference: dict, log: Path) -> tuple[int, int]:
-    """Queue three indexes with no worker, restart Redis, then run a worker: how many end equal."""
-    names = [f"queued{i}" for i in range(3)]
+def settled_now(name: str) -> bool:
+    """Whether the repository has finished indexing (ready or error)."""
+    return state(name).split()[0] in ("ready", "error")
+
+
+def server_kills(root: Path, ref: dict, n: int, rng: random.Random, log: Path) -> tuple[int, int]:
+    """Time a clean index on the all-in-one server (jobs in-process), then kill it at ``n``
+    seeded points of that time and restart it; (equal, kills that came mid-index)."""
+    server = Server(log, redis=False).start()
+    full_s = timed_index(server, "server-ref", root)
+    same = not differences(fingerprint("server-ref"), ref)
+    stop(server.proc)
+    points = [round(rng.uniform(0.03, 0.97) * full_s, 1) for _ in range(n)]
+    print(f"  in-process clean index: {full_s:.0f} s, {'equal' if same else 'DIFFERENT'} to the "
+          f"worker's; kill points (seconds after POST /repos): {points}", flush=True)  # fmt: skip
+    equal = hit = 0
+    for i, at in enumerate(points):
+        name = f"server{i}"
+        empty_vector_cache()
+        server.start()
+        start = time.monotonic()
+        server.register(name, root)
+        time.sleep(max(0.0, start + at - time.monotonic()))
+        when = state(name)
+        kill9(server.proc)
+        if settled_now(name):
+            print(f"  server kill {i + 1}/{n} at {at:.1f} s: the index had ended; not counted")
+            continue
+        hit += 1
+        server.start()  # its start-up heal finds the index its killed self left
+        same, how = outcome(name, ref)
+        equal += same
+        stop(server.proc)
+        print(f"  server kill {i + 1}/{n} at {at:.1f} s [{when}]: {how}", flush=True)
+    return equal, hit
+
+
+def redis_restart(
+    server: Server, redis: RedisServer, root: Path, ref: dict, n: int, at: float, log: Path
+) -> int:
+    """Restart Redis ``at`` seconds after ``n`` indexes were queued (the first one running);
+    a worker that dies with the connection is started again, as a supervisor would."""
+    worker = ready_worker(log)
+    names = [f"queued{i}" for i in range(n)]
+    empty_vector_cache()
+    start = time.monotonic()
     for name in names:
-        register(name, root)
-        enqueue_index(name)
+        server.register(name, root)
+    time.sleep(max(0.0, start + at - time.monotonic()))
+    before = queue_sizes()
+    when = [f"{running_jobs(n)} job; {state(n)}" for n in names]
     redis.stop()
     redis.start()
-    worker = start_worker(worker_env(), log)
-    ok = sum(settled(n) == "ready" and equal(n, reference) for n in names)
+    print(f"  Redis restarted at {at:.1f} s {when}: queued jobs {before} before, "
+          f"{queue_sizes()} after", flush=True)  # fmt: skip
+    box = [worker]
+
+    def revive() -> None:
+        if box[0].poll() is not None:
+            print(f"  the worker exited ({box[0].returncode}); starting another", flush=True)
+            box[0] = ready_worker(log)
+
+    equal = 0
+    for name in names:
+        same, how = outcome(name, ref, revive)
+        equal += same
+        print(f"  {name}: {how}", flush=True)
+    stop(box[0])
+    return equal
+
+
+def load(server: Server, busy_root: Path, served: str, clients: int, seconds: float) -> None:
+    """Concurrent clients on ``served`` while ``busy_root`` indexes; prints the figures."""
+    worker = ready_worker(server.log)
+    for kind in ("search", "ask"):  # the first query builds the served repository's indexes
+        httpx.post(f"{server.base}/{kind}", json={"query": "router", "repo": served}, timeout=300)
+    server.register("busy", busy_root)
+    while state("busy").split()[0] == "queued":
+        time.sleep(0.2)
+    before = state("busy")
+    tallies = run_load(server.base, served, clients, seconds)
+    after = state("busy")
+    print(f"load average (1 min) at the end of the load: {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs")  # fmt: skip
     stop(worker)
-    return ok, len(names)
-
-
-async def load(port: int, clients: int, seconds: float) -> dict[str, list[float] | int]:
-    """``clients`` loops of /search then /ask for ``seconds``; latencies (ms) and errors."""
-    import httpx
-
-    lat: dict[str, list[float]] = {"search": [], "ask": []}
-    errors = {"search": 0, "ask": 0}
-    stop_at = time.monotonic() + seconds
-    questions = ["how is a step posted to the ledger", "where is the order total computed"]
-
-    async def client(i: int) -> None:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120) as c:
-            while time.monotonic() < stop_at:
-                for kind in ("search", "ask"):
-                    body = {"query": questions[i % 2], "repo": "served"}
-                    t = time.perf_counter()
-                    try:
-                        r = await c.post(f"/{kind}", json=body)
-                        ok = r.status_code == 200
-                    except httpx.HTTPError:
-                        ok = False
-                    lat[kind].append((time.perf_counter() - t) * 1000)
-                    errors[kind] += not ok
-
-    await asyncio.gather(*(client(i) for i in range(clients)))
-    return {**lat, **{f"{k}_errors": v for k, v in errors.items()}}
-
-
-def concurrency(root: Path, clients: int, seconds: float, log: Path) -> dict:
-    """Load on a served repository while a second one indexes (API + a worker on Redis)."""
-    import numpy as np
-
-    port = free_port()
-    code = "import sys; from coderag.cli import main; sys.exit(main(sys.argv[1:]))"
-    with log.open("ab") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-c", code, "serve", "--port", str(port)],
-            env=worker_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    worker = start_worker(worker_env(), log)
-    register("served", root)
-    enqueue_index("served")
-    settled("served")
-    other = make_repo(WORK / "other", modules=40)
-    register("indexing", other)
-    enqueue_index("indexing")
-    time.sleep(10)  # the server is up and the second index under way
-    out = asyncio.run(load(port, clients, seconds))
-    busy = get_catalog().get_repo("indexing").status
-    stop(server)
-    stop(worker)
-
-    def pct(xs: list[float], q: float) -> float:
-        return float(np.percentile(xs, q)) if xs else float("nan")
-
-    return {
-        kind: (len(out[kind]), out[f"{kind}_errors"], pct(out[kind], 50), pct(out[kind], 95))
-        for kind in ("search", "ask")
-    } | {"second_repo_during_load": busy}
+    for kind, t in tallies.items():
+        failed = sum(t.failures.values())
+        causes = ", ".join(f"{k} ×{v}" for k, v in t.failures.most_common()) or "none"
+        print(f"/{kind}: {len(t.ms)} requests, {failed} errors ({causes}), "
+              f"p50 {t.percentile(50):.0f} ms, p95 {t.percentile(95):.0f} ms")  # fmt: skip
+    print(f"second repository: {before} when the load began, {after} when it ended")
 
 
 def main() -> None:
     """Run every fault and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kills", type=int, default=10)
-    ap.add_argument("--modules", type=int, default=6, help="size of the indexed repository")
+    ap.add_argument("--corpus", default="chi", help="pinned corpus (bench/corpora.json) to index")
+    ap.add_argument("--subdir", default="_examples", help="folder of the corpus to index")
+    ap.add_argument("--busy-corpus", default="toml_rs", help="indexed during the load")
+    ap.add_argument("--kills", type=int, default=10, help="worker kills")
+    ap.add_argument("--stage-kills", type=int, default=1, help="1: also kill once per stage")
+    ap.add_argument("--server-kills", type=int, default=3)
+    ap.add_argument("--queued", type=int, default=3, help="indexes queued at the Redis restart")
+    ap.add_argument("--seed", type=int, default=12, help="seed of the kill points")
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--lease", type=float, default=5.0, help="CODERAG_JOB_LEASE_S of every process")
+    ap.add_argument("--second-encoder", action="store_true",
+                    help="keep the second encoder (vector2); about 10x slower on CPU")  # fmt: skip
     args = ap.parse_args()
-    redis = RedisServer(WORK / "redis").start()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what it started on the way out
+    work = Path(tempfile.mkdtemp(prefix="coderag-faults-"))
+    os.environ.update(
+        CODERAG_DATA_DIR=str(work / "data"),
+        CODERAG_REPO_ROOTS=str(work),
+        CODERAG_JOB_LEASE_S=str(args.lease),
+        PYTHONPATH=os.pathsep.join(PATHS),
+    )
+    if not args.second_encoder:
+        os.environ["CODERAG_EMBED_MODEL_2"] = ""
+    redis = RedisServer(work / "redis").start()
     os.environ["REDIS_URL"] = redis.url
     get_settings.cache_clear()
-    log = WORK / "processes.log"
-    root = make_repo(WORK / "repo", modules=args.modules)
+    log = work / "processes.log"
+    root = corpus_repo(args.corpus, args.subdir, work / args.corpus)
+    busy_root = corpus_repo(args.busy_corpus, "", work / args.busy_corpus)
+    server = Server(log, redis=True).start()
     try:
-        ok, trials, full_s = worker_kills(args.kills, root, log)
-        print(f"worker kill -9 at random points: {ok}/{trials} equal to a full index "
-              f"(a full index took {full_s:.0f} s)")  # fmt: skip
-        reference = snapshot("ref")
-        same = server_kill(root, reference, full_s, log)
-        print(f"server kill -9 mid-index, restarted: {int(same)}/1 equal to a full index")
-        ok, n = redis_restart(redis, root, reference, log)
-        print(f"Redis restart with jobs queued (AOF): {ok}/{n} equal to a full index")
-        figures = concurrency(root, args.clients, args.seconds, log)
-        for kind in ("search", "ask"):
-            count, errors, p50, p95 = figures[kind]
-            print(f"/{kind}: {count} requests, {errors} errors, p50 {p50:.0f} ms, "
-                  f"p95 {p95:.0f} ms")  # fmt: skip
-        print(f"second repository while loaded: {figures['second_repo_during_load']}")
+        worker = ready_worker(log)
+        full_s = timed_index(server, "ref", root)
+        stop(worker)
+        ref = fingerprint("ref")
+        units = get_catalog().get_repo("ref").units
+        busy = f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+        print(f"{args.corpus}/{args.subdir}: {units} units; a clean full index took "
+              f"{full_s:.0f} s ({busy})", flush=True)  # fmt: skip
+        rng = random.Random(args.seed)
+        points = [round(rng.uniform(0.03, 0.97) * full_s, 1) for _ in range(args.kills)]
+        if points:
+            print(f"worker kill points (seed {args.seed}, seconds after POST /repos): {points}")
+            ok, hit = worker_kills(server, root, ref, points, log)
+            print(f"worker kill -9 at random points: {ok} of {hit} equal to a full index")
+        if args.stage_kills:
+            ok, hit = stage_kills(server, root, ref, log)
+            print(f"worker kill -9 as each stage's job ran: {ok} of {hit} equal to a full index")
+        if args.server_kills:
+            ok, hit = server_kills(root, ref, args.server_kills, rng, log)
+            print(f"server kill -9 mid-index, restarted: {ok} of {hit} equal to a full index")
+        at = round(rng.uniform(0.03, 0.97) * full_s, 1)
+        if args.queued:
+            ok = redis_restart(server, redis, root, ref, args.queued, at, log)
+            print(f"Redis restart mid-queue (append-only file): {ok} of {args.queued} equal")
+        if args.clients:
+            load(server, busy_root, "ref", args.clients, args.seconds)
     finally:
+        stop_all()
         redis.stop()
-        print(f"logs and data: {WORK}")
+        print(f"logs and data: {work}")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ def job_alive(name: str, settings: Settings) -> bool:
     if not settings.redis_url:
         return False
     from redis import Redis
+    from rq import Queue
     from rq.exceptions import NoSuchJobError
     from rq.job import Job, JobStatus
 
@@ -70,7 +71,10 @@ def job_alive(name: str, settings: Settings) -> bool:
     except NoSuchJobError:
         return False
     status = job.get_status(refresh=True)
-    if status in (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED):
+    if status == JobStatus.QUEUED:
+        # a worker killed just after taking the job leaves it 'queued' in no queue, for ever
+        return conn.lpos(Queue(job.origin, connection=conn).key, job.id) is not None
+    if status in (JobStatus.SCHEDULED, JobStatus.DEFERRED):
         return True
     if status == JobStatus.STARTED and job.started_at is not None:
         started = job.started_at.replace(tzinfo=UTC)
