@@ -51,7 +51,7 @@ class Server:
         if not self.redis:  # jobs run on the server's own thread
             env.pop("REDIS_URL", None)
             env.pop("CODERAG_REDIS_URL", None)
-        code = "import sys; from coderag.cli import main; sys.exit(main(sys.argv[1:]))"
+        code = "import sys; from coderag_app.cli import main; sys.exit(main(sys.argv[1:]))"
         port = self.base.rsplit(":", 1)[1]
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(

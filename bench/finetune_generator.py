@@ -38,11 +38,11 @@ os.environ.setdefault("CODERAG_DATA_DIR", str(CACHE / "data"))
 
 from fetch import corpus_root  # noqa: E402
 
-from coderag.app import load_jobs  # noqa: E402
 from coderag.errors import NotFound  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
+from coderag_app.server import load_jobs  # noqa: E402
 from coderag_generator.backends.llamacpp import default_model_path  # noqa: E402
 from coderag_training.generator import finetune  # noqa: E402
 

@@ -198,7 +198,7 @@ def main() -> int:
     if args.one_encoder:
         env["CODERAG_EMBED_MODEL_2"] = ""
     server = subprocess.Popen(
-        [sys.executable, "-m", "coderag.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "coderag_app.cli", "serve", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -65,7 +65,16 @@ def start_server(data: Path, port: int) -> subprocess.Popen:
     env.pop("REDIS_URL", None)
     env.pop("CODERAG_REDIS_URL", None)
     log = (data.parent / "server.log").open("w")
-    cmd = [sys.executable, "-m", "coderag.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "coderag_app.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 

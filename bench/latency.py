@@ -31,9 +31,9 @@ from fastapi.testclient import TestClient  # noqa: E402
 from fetch import fetch  # noqa: E402
 from incremental import LATENCY_QUERIES  # noqa: E402
 
-from coderag.app import create_app  # noqa: E402
 from coderag.settings import get_settings  # noqa: E402
 from coderag.store import get_vectors  # noqa: E402
+from coderag_app.server import create_app  # noqa: E402
 
 
 def main() -> int:

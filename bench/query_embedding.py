@@ -24,8 +24,8 @@ os.environ.setdefault("CODERAG_DATA_DIR", str(Path(tempfile.mkdtemp(prefix="code
 import uvicorn  # noqa: E402
 from compose_search import QUERIES, percentile  # noqa: E402
 
-from coderag.app import create_app  # noqa: E402
 from coderag.embedding import HttpEmbedder, QueryEmbedder  # noqa: E402
+from coderag_app.server import create_app  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
 
 

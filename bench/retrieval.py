@@ -33,11 +33,11 @@ import numpy as np  # noqa: E402
 from fetch import corpus_root, load_corpora  # noqa: E402
 
 from coderag import embedding  # noqa: E402
-from coderag.app import load_jobs  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
+from coderag_app.server import load_jobs  # noqa: E402
 from coderag_embedder.encoder import get_encoders  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
 from coderag_parser.files import indexable, read_source, walk  # noqa: E402

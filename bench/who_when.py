@@ -15,12 +15,12 @@ from typing import Any
 
 from git_history import NOW, build
 
-from coderag.app import load_jobs
 from coderag.errors import NotFound
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import Settings
 from coderag.store import get_catalog
+from coderag_app.server import load_jobs
 from coderag_generator import chronicle, window
 from coderag_generator.answer import answer_events
 from coderag_generator.backends import Backend

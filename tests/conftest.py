@@ -16,9 +16,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coderag import embedding, queue
-from coderag.app import load_jobs
 from coderag.settings import get_settings
 from coderag.store import reset_stores
+from coderag_app.server import load_jobs
 from coderag_embedder.queries import local
 
 # the tests are a composition root too: a retriever called directly embeds in-process

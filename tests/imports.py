@@ -21,6 +21,8 @@ PACKAGES = {
     "coderag_embedder": ROOT / "services/embedder/coderag_embedder",
     "coderag_retriever": ROOT / "services/retriever/coderag_retriever",
     "coderag_generator": ROOT / "services/generator/coderag_generator",
+    # the composition root: the all-in-one server and the CLI compose the services
+    "coderag_app": ROOT / "app/coderag_app",
     # offline fine-tuning: like a composition root it may import the services
     "coderag_training": ROOT / "training/coderag_training",
 }

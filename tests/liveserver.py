@@ -42,7 +42,16 @@ def live_server(data_dir: Path, timeout: float = 900, **extra: str) -> Iterator[
     port = free_port()
     log = open(data_dir.parent / f"server-{port}.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coderag.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "coderag_app.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
         cwd=ROOT,
         env=child_env(data_dir, **extra),
         stdout=log,

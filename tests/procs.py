@@ -35,7 +35,7 @@ def worker_env(**extra: str) -> dict[str, str]:
 
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen:
     """``coderag worker parser embedder retriever`` in its own process group."""
-    code = "import sys; from coderag.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from coderag_app.cli import main; sys.exit(main(sys.argv[1:]))"
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-c", code, "worker", *QUEUES],

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.app import create_app
 from coderag.settings import get_settings
+from coderag_app.server import create_app
 from tests.conftest import _free_port
 
 ADMIN, READER, OLD = "Bearer admin-token-1", "Bearer reader-token-2", "Bearer old-token-3"
@@ -138,7 +138,7 @@ def test_sessions_belong_to_their_user(tokens: None) -> None:
 
 def _coderag(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "coderag.cli", *args],
+        [sys.executable, "-m", "coderag_app.cli", *args],
         env={**os.environ, **env},
         capture_output=True,
         text=True,
@@ -186,7 +186,7 @@ def test_host_header_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
 def _serve(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, int]:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "coderag.cli", "serve", "--port", str(port), *args],
+        [sys.executable, "-u", "-m", "coderag_app.cli", "serve", "--port", str(port), *args],
         env={**os.environ, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

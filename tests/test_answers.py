@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.app import create_app
+from coderag_app.server import create_app
 from tests.conftest import wait_ready
 
 ORDERS = '''"""Orders: creation, timeouts and expiry."""

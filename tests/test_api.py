@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.app import create_app
 from coderag.store import get_catalog, get_vectors
+from coderag_app.server import create_app
 from tests.conftest import FIXTURES, wait_ready
 
 

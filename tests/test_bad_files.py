@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coderag import progress
-from coderag.app import create_app
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog
+from coderag_app.server import create_app
 from tests.conftest import commit_all, wait_ready
 
 

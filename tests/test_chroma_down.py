@@ -13,8 +13,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.app import create_app
 from coderag.settings import get_settings
+from coderag_app.server import create_app
 from tests.conftest import _free_port, wait_ready
 
 

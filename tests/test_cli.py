@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 def coderag(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
     """Run ``coderag ARGS`` as its own process on ``data_dir``."""
     return subprocess.run(
-        [sys.executable, "-m", "coderag.cli", *args],
+        [sys.executable, "-m", "coderag_app.cli", *args],
         cwd=ROOT,
         env=child_env(data_dir),
         capture_output=True,

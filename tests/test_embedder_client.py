@@ -19,12 +19,12 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from coderag import embedding
-from coderag.app import create_app
 from coderag.errors import Unavailable
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
+from coderag_app.server import create_app
 from coderag_embedder.encoder import get_encoders, unit_text
 from coderag_embedder.queries import local
 from coderag_retriever.index import get_index_cache, load_vectors

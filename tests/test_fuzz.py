@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.generation.modes import GenerationMode
 
-from coderag.app import create_app
 from coderag.settings import get_settings
+from coderag_app.server import create_app
 from tests.conftest import commit_all, wait_ready
 
 EXAMPLES = 12

@@ -7,9 +7,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.app import create_app
 from coderag.gateway import ROUTES, create_gateway, owner, upstreams_of
 from coderag.settings import Settings, get_settings
+from coderag_app.server import create_app
 
 
 def test_every_contract_path_has_one_owner() -> None:

@@ -14,8 +14,8 @@ import git
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.app import create_app
 from coderag.settings import get_settings
+from coderag_app.server import create_app
 from coderag_parser import sources
 from tests.conftest import commit_all, wait_ready
 

@@ -72,7 +72,7 @@ def test_go_receiver_types_pick_the_right_method(tmp_path: Path) -> None:
 def test_symbols_and_calls_over_http(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from coderag.app import create_app
+    from coderag_app.server import create_app
 
     _index(
         tmp_path,

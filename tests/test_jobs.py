@@ -21,7 +21,7 @@ from coderag.settings import get_settings
 from coderag.store import get_catalog
 from tests.procs import worker_env
 
-WORKER = "import sys; from coderag.cli import main; sys.exit(main(sys.argv[1:]))"
+WORKER = "import sys; from coderag_app.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def test_each_job_is_handled_by_the_service_of_its_queue() -> None:
@@ -53,7 +53,7 @@ def test_an_unknown_job_name_or_a_job_nobody_here_runs_says_so(
 
 def test_with_redis_a_process_registers_only_the_services_it_runs(redis_url: str) -> None:
     code = (
-        "from coderag import jobs; from coderag.app import load_jobs; import sys; "
+        "from coderag import jobs; from coderag_app.server import load_jobs; import sys; "
         "load_jobs(('coderag_parser',)); "
         "print(sorted(jobs.registered()), 'coderag_embedder.tasks' in sys.modules)"
     )

@@ -63,7 +63,7 @@ def test_shipped_ranker_loads_with_provenance() -> None:
 def shop(tmp_path: Path) -> TestClient:
     import git
 
-    from coderag.app import create_app
+    from coderag_app.server import create_app
     from tests.conftest import commit_all
 
     root = tmp_path / "shop"

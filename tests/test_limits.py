@@ -15,8 +15,8 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from coderag import audit
-from coderag.app import create_app
 from coderag.store import get_catalog
+from coderag_app.server import create_app
 from tests.conftest import _free_port
 
 MB = 1_048_576

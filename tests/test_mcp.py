@@ -164,7 +164,7 @@ def test_mcp_over_http_and_stdio(sample_repo: Path, data_dir: Path, capsys) -> N
     # stdio: a real `coderag mcp` process on the same data directory, server stopped.
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "coderag.cli", "mcp", "--user", "bob"],
+        args=["-m", "coderag_app.cli", "mcp", "--user", "bob"],
         env=child_env(data_dir),
         cwd=str(ROOT),
     )

@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coderag import cli
-from coderag.app import create_app
 from coderag.settings import get_settings
+from coderag_app.server import create_app
 from coderag_retriever.retrieval import retrieve
 from tests.conftest import wait_ready
 

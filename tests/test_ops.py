@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from coderag.app import create_app
+from coderag_app.server import create_app
 from tests.conftest import commit_all, wait_ready
 from tests.liveserver import ROOT
 

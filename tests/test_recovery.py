@@ -15,10 +15,10 @@ from rq import Queue
 from rq.job import Job
 from rq.registry import FinishedJobRegistry, StartedJobRegistry
 
-from coderag.app import create_app
 from coderag.schemas import RepoOut
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
+from coderag_app.server import create_app
 from tests.conftest import commit_all
 from tests.procs import RedisServer, free_port, kill9, start_worker, stop, worker_env
 from tests.test_incremental import snapshot

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.app import create_app
 from coderag.settings import get_settings
+from coderag_app.server import create_app
 from coderag_generator import api, prompts, refusal
 from coderag_generator.answer import answer_events
 from coderag_generator.backends.base import Prompt

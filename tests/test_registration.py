@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from redis import Redis
 from rq import Queue, SimpleWorker
 
-from coderag.app import create_app
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
+from coderag_app.server import create_app
 from tests.conftest import commit_all, wait_ready
 
 OLD = "def legacy_payment_gateway(card):\n    return charge_card_through_legacy_gateway(card)\n"

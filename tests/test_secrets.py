@@ -10,10 +10,10 @@ import git
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.app import create_app
 from coderag.redact import MARK, redact
 from coderag.settings import get_settings
 from coderag.store import get_catalog
+from coderag_app.server import create_app
 from tests.conftest import commit_all, wait_ready
 
 # Shaped like real credentials (the providers' documented example formats), valid nowhere.

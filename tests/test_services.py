@@ -10,12 +10,12 @@ from fastapi.testclient import TestClient
 from redis import Redis
 from rq import Queue, SimpleWorker
 
-from coderag.app import create_app
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import VectorStore, make_client
+from coderag_app.server import create_app
 from coderag_embedder.encoder import get_encoder
 from coderag_retriever.search import rank
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.app import create_app
 from coderag.settings import get_settings
 from coderag.store import get_catalog
+from coderag_app.server import create_app
 from coderag_generator import sessions
 from coderag_generator.answer import answer_events
 from coderag_generator.backends.extractive import ExtractiveBackend

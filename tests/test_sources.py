@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.app import create_app
+from coderag_app.server import create_app
 from tests.conftest import wait_ready
 
 

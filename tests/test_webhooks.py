@@ -16,9 +16,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coderag import queue
-from coderag.app import create_app
 from coderag.settings import get_settings
 from coderag.store import get_catalog
+from coderag_app.server import create_app
 from coderag_parser.webhooks import normalise_url
 from tests.conftest import commit_all, wait_ready
 

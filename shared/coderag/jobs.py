@@ -3,7 +3,7 @@
 Each job is a pydantic model naming the service whose queue runs it and a stable job name; the
 service registers the function that runs it (``@handles(IndexRepo)``) when its own tasks module is
 imported, so a job is queued by name without the sender importing the receiver. The composition
-root (``coderag.app.load_jobs``, the rq worker) imports the services whose jobs it runs.
+root (``coderag_app.server.load_jobs``, the rq worker) imports the services whose jobs it runs.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def handler(name: str) -> Handler:
     except KeyError:
         raise LookupError(
             f"no handler for job {name!r} in this process: the composition root imports the "
-            f"service that runs the {JOB_TYPES[name].queue!r} queue (coderag.app.load_jobs)"
+            f"service that runs the {JOB_TYPES[name].queue!r} queue (coderag_app.server.load_jobs)"
         ) from None
 
 

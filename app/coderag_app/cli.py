@@ -9,8 +9,8 @@ import re
 import sys
 from pathlib import Path
 
-from coderag.commands import add_commands
 from coderag.settings import get_settings, markdown_table
+from coderag_app.commands import add_commands
 
 
 def _repo_name(path: Path) -> str:
@@ -23,11 +23,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from coderag import progress
-    from coderag.app import load_jobs
     from coderag.errors import NotFound
     from coderag.jobs import IndexRepo
     from coderag.queue import run_now
     from coderag.store import get_catalog
+    from coderag_app.server import load_jobs
 
     load_jobs()
     root = Path(args.path).expanduser()
@@ -135,8 +135,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP server (all services, or the ones named)."""
     import uvicorn
 
-    from coderag.app import SERVICES, create_app, load_jobs
     from coderag.hosts import listen_token
+    from coderag_app.server import SERVICES, create_app, load_jobs
 
     services = tuple(f"coderag_{s}" for s in args.service) if args.service else SERVICES
     if args.index:
@@ -220,8 +220,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from redis import Redis
     from rq import Queue, Worker
 
-    from coderag.app import load_jobs
     from coderag.recovery import heal_forever
+    from coderag_app.server import load_jobs
 
     settings = get_settings()
     if not settings.redis_url:

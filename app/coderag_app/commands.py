@@ -33,10 +33,10 @@ def cmd_repos(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Reindex a registered repository: now, or on the rq queue with REDIS_URL set."""
-    from coderag.app import load_jobs
     from coderag.jobs import IndexRepo
     from coderag.queue import enqueue, run_now
     from coderag.store import get_catalog
+    from coderag_app.server import load_jobs
 
     catalog = get_catalog()
     catalog.get_repo(args.name)
@@ -97,7 +97,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         )
         anyio.run(server.run_stdio_async)
         return 0
-    from coderag.app import create_app
+    from coderag_app.server import create_app
 
     app = create_app()
     server = mcp_server.build_server(
