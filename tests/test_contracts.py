@@ -40,6 +40,7 @@ KNOWN_CROSS_IMPORTS = {
     ("coderag.cli", "coderag_generator.finetune"),
     ("coderag.cli", "coderag_parser.tasks"),
     ("coderag.cli", "coderag_retriever.search"),
+    ("coderag.cli", "coderag_retriever.selfscore"),
     # the embedder's fine-tuning mines pairs with the parser and hard negatives with the
     # retriever: offline code that should leave the runtime service
     ("coderag_embedder.pairs", "coderag_parser.languages"),
