@@ -6,8 +6,9 @@ index (8 code bases, about 100k indexed lines), through a real ``coderag serve``
 
 The index is copied to a temporary folder first: the server never writes into ``--data``. The MCP
 calls go through the SDK's client over streamable HTTP (one session, one ``call_tool`` per
-question); ``/search`` through httpx with the same body, the two interleaved question by question.
-Each is warmed up once (the encoders load on the first query). Prints p50/p95 of each and the load average around the run.
+question); ``/search`` through httpx with the same body, the two interleaved question by
+question. Each is warmed up once (the encoders load on the first query). Prints p50/p95 of each
+and the load average around the run.
 """
 
 from __future__ import annotations
