@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +30,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from index_speed import free_port, pct, start_server, wait_up  # noqa: E402
 
 QUESTIONS = (
     "how are nested fields serialized",
@@ -47,12 +47,6 @@ QUESTIONS = (
 """Questions asked in turn (marshmallow's, the largest test-split code base)."""
 
 
-def pct(values: list[float], q: float) -> float:
-    """The ``q`` quantile (0–1) of the values, nearest rank."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
-
-
 def indexed_lines(data: Path) -> tuple[int, int, int]:
     """(repositories, files, lines) indexed in a data directory's catalog."""
     db = sqlite3.connect(f"file:{data / 'coderag.db'}?mode=ro", uri=True)
@@ -62,41 +56,6 @@ def indexed_lines(data: Path) -> tuple[int, int, int]:
     finally:
         db.close()
     return repos, files, lines or 0
-
-
-def free_port() -> int:
-    """A free loopback port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def serve(data: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    """A real ``coderag serve`` on the data directory; (process, base URL) once /health answers."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CODERAG_", "REDIS_URL"))}
-    env["CODERAG_DATA_DIR"] = str(data)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coderag.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited: {log.read_text()[-3000:]}")
-        try:
-            if httpx.get(base + "/health", timeout=2).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("server did not start within 10 minutes")
 
 
 def time_calls(base: str, repo: str, calls: int) -> tuple[list[float], list[float]]:
@@ -168,8 +127,12 @@ def main() -> int:
         shutil.copytree(args.data, data)
         repos, files, lines = indexed_lines(data)
         load_before = os.getloadavg()
-        proc, base = serve(data, work / "server.log")
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        proc = start_server(data, port)
         try:
+            with httpx.Client(base_url=base, timeout=10) as client:
+                wait_up(client, proc)
             search, mcp = time_calls(base, args.repo, args.calls)
             metrics, size = time_metrics(base, args.calls)
         finally:
