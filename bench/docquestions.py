@@ -3,7 +3,8 @@
 For every documented function, method or class, the first sentence of its doc comment becomes a
 question and the definition becomes the answer; the copy of the code base that is indexed has
 every doc comment blanked (line numbers kept), so the question cannot be answered by matching
-its own words: the ranker learns from the code, as it must for a colleague's question.
+its own words: the ranker learns from the code, as it must for a colleague's question. The
+first-sentence rule is the product's (``coderag_retriever.selfcheck``, used by ``coderag eval``).
 
     python bench/docquestions.py NAME ...   # writes bench/.cache/src/NAME-nodoc/ and
                                             # bench/.cache/docquestions/NAME.jsonl
@@ -25,24 +26,12 @@ sys.path.insert(0, str(HERE))
 
 from fetch import corpus_root, load_corpora  # noqa: E402
 
+from coderag_retriever.selfcheck import first_sentence  # noqa: E402
+
 OUT = HERE / ".cache" / "docquestions"
 """Where the generated question files go."""
 
-MIN_WORDS = 4
-"""Shortest first sentence that makes a question."""
-
-_SENTENCE = re.compile(r"^(.+?[.!?])(\s|$)", re.DOTALL)
 _GO_FUNC = re.compile(r"^func\s+(\([^)]*\)\s*)?([A-Za-z_]\w*)|^type\s+([A-Za-z_]\w*)")
-
-
-def first_sentence(doc: str) -> str | None:
-    """The doc comment's first sentence, if it is long enough to ask with."""
-    text = " ".join(doc.strip().split())
-    m = _SENTENCE.match(text)
-    sentence = (m.group(1) if m else text).strip()
-    if len(sentence.split()) < MIN_WORDS or sentence.startswith((":", "..", "Deprecated")):
-        return None
-    return sentence
 
 
 def python_file(source: str, rel: str) -> tuple[str, list[dict]]:

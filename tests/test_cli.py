@@ -1,5 +1,6 @@
-"""The command line through its real process: index, repos, health, reindex and export-audit on a
-real git repository, with --json where a script reads the output."""
+"""The command line through its real process: index, repos, health, reindex (in-process, and queued
+for a real ``coderag worker``), search and export-audit on a real git repository, with --json
+where a script reads the output (eval: tests/test_eval.py; mcp: tests/test_mcp.py)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ from tests.liveserver import ROOT, child_env
 pytestmark = pytest.mark.slow
 
 
-def coderag(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    """Run ``coderag ARGS`` as its own process on ``data_dir``."""
+def coderag(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """Run ``coderag ARGS`` as its own process on ``data_dir`` (``env``: extra variables)."""
     return subprocess.run(
         [sys.executable, "-m", "coderag_app.cli", *args],
         cwd=ROOT,
-        env=child_env(data_dir),
+        env=child_env(data_dir, **env),
         capture_output=True,
         text=True,
         timeout=1800,
@@ -95,3 +96,31 @@ def test_export_audit_since_until(data_dir: Path, tmp_path: Path) -> None:
     assert [row["query"] for row in csv.DictReader(io.StringIO(r.stdout))] == ["one"]
     r = coderag(data_dir, "export-audit", "--since", "last week")
     assert r.returncode == 2 and "ISO 8601" in r.stderr
+
+
+def test_reindex_queues_for_a_worker_process(
+    sample_repo: Path, data_dir: Path, redis_url: str
+) -> None:
+    from redis import Redis
+
+    Redis.from_url(redis_url).flushdb()
+    r = coderag(data_dir, "index", str(sample_repo), "--name", "sample")
+    assert r.returncode == 0, r.stderr
+    (sample_repo / "src" / "python" / "queued.py").write_text("def queued():\n    return 3\n")
+    head = commit_all(git.Repo(sample_repo), "queued")
+
+    r = coderag(data_dir, "reindex", "sample", "--json", REDIS_URL=redis_url)
+    assert r.returncode == 0, r.stderr
+    queued = json.loads(r.stdout)
+    assert queued["name"] == "sample" and queued["queued"]
+    r = coderag(data_dir, "repos", "--json")
+    assert json.loads(r.stdout)[0]["commit"] != head  # nothing ran yet: the job waits in Redis
+
+    r = coderag(
+        data_dir, "worker", "parser", "embedder", "retriever", "--burst", REDIS_URL=redis_url
+    )
+    assert r.returncode == 0, r.stderr
+    (repo,) = json.loads(coderag(data_dir, "repos", "--json").stdout)
+    assert repo["status"] == "ready" and repo["commit"] == head
+    r = coderag(data_dir, "search", "queued", "--repo", "sample", "-k", "1")
+    assert r.returncode == 0 and "src/python/queued.py:1-2" in r.stdout, r.stdout + r.stderr

@@ -269,6 +269,32 @@ def cmd_finetune_generator(args: argparse.Namespace) -> int:
     return finetune(args.rest)
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Self-check: questions from the repository's own commits and doc comments, scored as
+    R@1/R@5/MRR@10 for coderag and for BM25 over units."""
+    import json
+
+    from coderag.deps import require_searchable
+    from coderag.errors import InvalidInput
+    from coderag.store import get_catalog
+    from coderag_retriever.selfscore import evaluate, render
+
+    if args.limit < 1:
+        raise InvalidInput("--limit must be at least 1")
+    settings = get_settings()
+    catalog = get_catalog()
+    require_searchable(catalog, args.name)
+    _embed_in_process()  # commit questions run the whole search
+    repo = catalog.get_repo(args.name)
+    root = Path(repo.path) if repo.path else settings.data_dir / "repos" / args.name
+    report = evaluate(args.name, root if root.is_dir() else None, args.limit, settings)
+    if args.json:
+        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+    else:
+        print(render(report))
+    return 0
+
+
 def cmd_settings(_: argparse.Namespace) -> int:
     """Print every setting as a markdown table."""
     print(markdown_table())
@@ -321,6 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("rest", nargs=argparse.REMAINDER, help="options; see --help")
         s.set_defaults(func=func)
     add_commands(sub)
+    s = sub.add_parser("eval", help=cmd_eval.__doc__)
+    s.add_argument("name")
+    s.add_argument("--limit", type=int, default=100, help="most questions (default 100)")
+    s.add_argument("--json", action="store_true", help="print JSON, with every question's ranks")
+    s.set_defaults(func=cmd_eval)
     s = sub.add_parser("settings", help=cmd_settings.__doc__)
     s.set_defaults(func=cmd_settings)
     return p
