@@ -33,7 +33,7 @@ SECRET = "compose-test-secret"
 PORTS = ("REDIS", "CHROMA", "PARSER", "EMBEDDER", "RETRIEVER", "GENERATOR", "GATEWAY")
 UP_TIMEOUT_S = 600
 INDEX_TIMEOUT_S = 900
-RECOVERY_TIMEOUT_S = 300
+RECOVERY_TIMEOUT_S = 900
 
 pytestmark = [
     pytest.mark.compose,
