@@ -13,6 +13,7 @@ import git
 import numpy as np
 import pytest
 
+from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
 from coderag.store import get_catalog
@@ -21,7 +22,6 @@ from coderag_retriever.query import Query
 from coderag_retriever.search import rank
 from tests.conftest import commit_all
 
-INDEX = "coderag_parser.tasks.index_repo"
 RETRIEVER = Path(__file__).resolve().parents[1] / "services" / "retriever" / "coderag_retriever"
 
 QUERIES = [
@@ -77,7 +77,7 @@ def same_index(repo: str) -> list[str]:
 def test_one_file_commits_update_the_index_like_a_full_rebuild(project: Path) -> None:
     cat = get_catalog()
     cat.create_repo("inc", str(project), None, None)
-    run_now(INDEX, {"repo": "inc"})
+    run_now(IndexRepo(repo="inc"))
     first = get_index_cache().get(cat, "inc")
     assert len(first.read) == len(first.files) > 30, "the first generation is read whole"
     repo = git.Repo(project)
@@ -90,7 +90,7 @@ def test_one_file_commits_update_the_index_like_a_full_rebuild(project: Path) ->
         )
     )
     commit_all(repo, "one file")
-    run_now(INDEX, {"repo": "inc"})
+    run_now(IndexRepo(repo="inc"))
     assert same_index("inc") == ["retriever/fuse.py"], "only the committed file is read"
     assert any(u.symbol == "rrf_constant_checked" for u in get_index_cache().get(cat, "inc").units)
 
@@ -101,7 +101,7 @@ def test_one_file_commits_update_the_index_like_a_full_rebuild(project: Path) ->
     repo.index.remove(["retriever/rerank.py"], working_tree=True)
     repo.git.mv("retriever/expand.py", "retriever/graph_walk.py")
     commit_all(repo, "add, delete, rename")
-    run_now(INDEX, {"repo": "inc"})
+    run_now(IndexRepo(repo="inc"))
     assert same_index("inc") == ["retriever/graph_walk.py", "src/python/refunds.py"]
     index = get_index_cache().get(cat, "inc")
     assert not any(u.file == "retriever/rerank.py" for u in index.units)
