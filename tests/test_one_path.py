@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag import cli
 from coderag.settings import get_settings
+from coderag_app import cli
 from coderag_app.server import create_app
 from coderag_retriever.retrieval import retrieve
 from tests.conftest import wait_ready
