@@ -219,13 +219,8 @@ def test_no_runtime_service_imports_the_training_package() -> None:
     assert not bad, f"the services run without the offline training package: {bad}"
 
 
-SQL_OUTSIDE_STORE = {
-    # the indexing chain's read of the dirty files and its publish of a new generation: files
-    # the incremental-indexing work rewrites, so these two move to store/ at its merge
-    "coderag_parser.tasks",
-    "coderag_retriever.tasks",
-}
-"""Modules outside ``coderag.store`` that still hold SQL, to be emptied."""
+SQL_OUTSIDE_STORE: set[str] = set()
+"""Modules outside ``coderag.store`` that still hold SQL (none: keep it so)."""
 
 _SQL = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|REPLACE|PRAGMA)\s", re.IGNORECASE)
 _CURSOR_CALLS = {"execute", "executemany", "executescript"}

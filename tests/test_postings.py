@@ -98,13 +98,13 @@ def test_one_file_commits_update_the_index_like_a_full_rebuild(project: Path) ->
     (project / "src" / "python" / "refunds.py").write_text(
         "def refund_order(order):\n    return order.total\n"
     )
-    repo.index.remove(["retriever/rerank.py"], working_tree=True)
+    repo.index.remove(["retriever/rewrite.py"], working_tree=True)
     repo.git.mv("retriever/expand.py", "retriever/graph_walk.py")
     commit_all(repo, "add, delete, rename")
     run_now(IndexRepo(repo="inc"))
     assert same_index("inc") == ["retriever/graph_walk.py", "src/python/refunds.py"]
     index = get_index_cache().get(cat, "inc")
-    assert not any(u.file == "retriever/rerank.py" for u in index.units)
+    assert not any(u.file == "retriever/rewrite.py" for u in index.units)
     assert index.postings.live == len(index), "deleted documents left the postings"
     hits = bm25_scores(index, ["refund"], 1)
     assert index.units[hits[0][0]].symbol == "refund_order"

@@ -16,7 +16,14 @@ from coderag.settings import get_settings
 from coderag.store import get_catalog
 from tests.procs import RedisServer
 from tests.test_incremental import snapshot
-from tests.test_recovery import api, make_repo, redis, wait_for, workers  # noqa: F401
+from tests.test_recovery import (  # noqa: F401
+    api,
+    finished_chain,
+    make_repo,
+    redis,
+    wait_for,
+    workers,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -39,10 +46,10 @@ def test_a_job_whose_worker_died_as_it_took_it_is_started_again(
         assert parser.count == 0
         assert not recovery.job_alive("taken", get_settings())
         workers()  # a new worker's healing starts the chain again
-        repo = wait_for("taken", lambda r: r.status in ("ready", "error"))
+        repo = wait_for("taken", finished_chain)
         assert repo.status == "ready", repo
         assert client.post("/repos", json={"name": "full", "path": str(root)}).status_code == 202
-        assert wait_for("full", lambda r: r.status in ("ready", "error")).status == "ready"
+        assert wait_for("full", finished_chain).status == "ready"
     assert snapshot("taken") == snapshot("full")
     assert get_catalog().get_repo("taken").units == 8
 

@@ -19,7 +19,7 @@ from coderag.jobs import EmbedFiles, IndexRepo, handles
 from coderag.queue import enqueue
 from coderag.schemas import RepoOut, Unit
 from coderag.settings import Settings, get_settings
-from coderag.store import Catalog, get_catalog
+from coderag.store import Catalog, get_catalog, stage_rows
 from coderag_parser import gitsync
 from coderag_parser.files import excluded, indexable, regular_file, walk
 from coderag_parser.parsing import parse_all
@@ -112,11 +112,10 @@ def _index(
     root = gitsync.checkout(repo, settings.data_dir)
     commit = gitsync.head_commit(root)
     extra = [p.strip() for p in settings.exclude.split(",") if p.strip()]
-    row = catalog.db.read("SELECT dirty FROM repos WHERE name=?", (name,))[0]
     known = catalog.file_shas(name)
     last = repo.commit if repo.status != "error" else None
     to_read, drop, skipped, dirty = _candidates(
-        root, last, set(json.loads(row["dirty"])), extra, set(known)
+        root, last, stage_rows.dirty_files(catalog.db, name), extra, set(known)
     )
     blame = commit is not None
     jobs = [

@@ -9,8 +9,7 @@ from coderag.errors import NotFound
 from coderag.jobs import IndexRepo, RefreshRepo, handles
 from coderag.queue import enqueue
 from coderag.settings import get_settings
-from coderag.store import get_catalog
-from coderag.store.catalog import now_iso
+from coderag.store import get_catalog, stage_rows
 from coderag_retriever.index import get_index_cache
 
 
@@ -36,16 +35,7 @@ def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
         with lease.renewing(catalog, name, payload.get("lease"), settings.job_lease_s):
             refresh(catalog, name, settings)
 
-    def publish(conn: Any) -> int:
-        return conn.execute(
-            "UPDATE repos SET status='ready', files=?, units=?, commit_sha=?, indexed_at=?, "
-            "progress=NULL, error=NULL, complete=1, stages='{}', generation=generation+1 "
-            "WHERE name=? "
-            "AND COALESCE(uid, '')=?",
-            (files, units, payload.get("commit"), now_iso(), name, reg),
-        ).rowcount
-
-    if not catalog.db.write(publish):
+    if not stage_rows.publish_complete(catalog.db, name, reg, files, units, payload.get("commit")):
         return {"repo": name, "skipped": "deleted"}
     if lease.finish_chain(catalog, name, payload.get("lease")):
         enqueue(IndexRepo(repo=name))  # a reindex asked for while this chain ran

@@ -26,6 +26,29 @@ def publish_keywords(
     return bool(db.write(publish))
 
 
+def publish_complete(
+    db: Database, name: str, registration: str, files: int, units: int, commit: str | None
+) -> bool:
+    """The last stage: the registration's index complete at ``commit`` (a new generation);
+    False when the repository or registration is gone."""
+
+    def publish(conn: sqlite3.Connection) -> int:
+        return conn.execute(
+            "UPDATE repos SET status='ready', files=?, units=?, commit_sha=?, indexed_at=?, "
+            "progress=NULL, error=NULL, complete=1, stages='{}', generation=generation+1 "
+            "WHERE name=? AND COALESCE(uid, '')=?",
+            (files, units, commit, now_iso(), name, registration),
+        ).rowcount
+
+    return bool(db.write(publish))
+
+
+def dirty_files(db: Database, name: str) -> set[str]:
+    """Paths that changed in the working tree since the last index (recorded by reindex)."""
+    rows = db.read("SELECT dirty FROM repos WHERE name=?", (name,))
+    return set(json.loads(rows[0]["dirty"] or "[]")) if rows else set()
+
+
 def advance(db: Database, name: str, space: str, done: int, total: int) -> None:
     """Record that ``done`` of the ``total`` vectors a space owes are written."""
 
