@@ -37,8 +37,11 @@ def child_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def live_server(data_dir: Path, timeout: float = 900, **extra: str) -> Iterator[str]:
-    """Start the all-in-one server; yields its base URL; stops it on exit."""
+def live_server(
+    data_dir: Path, timeout: float = 900, cli: tuple[str, ...] = (), **extra: str
+) -> Iterator[str]:
+    """Start the all-in-one server (``cli``: more arguments of ``coderag serve``); yields its
+    base URL; stops it on exit."""
     port = free_port()
     log = open(data_dir.parent / f"server-{port}.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
@@ -51,6 +54,7 @@ def live_server(data_dir: Path, timeout: float = 900, **extra: str) -> Iterator[
             "127.0.0.1",
             "--port",
             str(port),
+            *cli,
         ],
         cwd=ROOT,
         env=child_env(data_dir, **extra),

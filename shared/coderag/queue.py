@@ -59,6 +59,8 @@ class _InProcess:
 
     def __init__(self) -> None:
         self.jobs: queue.Queue[Job] = queue.Queue()
+        self.repos: dict[str, int] = {}  # repository -> its jobs queued or running here
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="coderag-jobs", daemon=True)
         self.thread.start()
 
@@ -72,7 +74,20 @@ class _InProcess:
                 OUTCOMES["failed"] += 1
                 log.exception("job %s failed", job.job)
             finally:
+                with self.lock:
+                    self.repos[job.repo] -= 1
                 self.jobs.task_done()
+
+    def put(self, job: Job) -> None:
+        """Queue a job behind the others."""
+        with self.lock:
+            self.repos[job.repo] = self.repos.get(job.repo, 0) + 1
+        self.jobs.put(job)
+
+    def holds(self, repo: str) -> bool:
+        """Whether a job of the repository waits or runs on this thread."""
+        with self.lock:
+            return self.repos.get(repo, 0) > 0
 
 
 _worker: _InProcess | None = None
@@ -95,7 +110,7 @@ def enqueue(job: Job, settings: Settings | None = None) -> str:
         if getattr(_local, "inline", False):
             run_now(job)
             return "inline-" + uuid.uuid4().hex
-        _in_process().jobs.put(job)
+        _in_process().put(job)
         return "local-" + uuid.uuid4().hex
     from redis import Redis
     from redis.exceptions import ConnectionError, TimeoutError
@@ -119,6 +134,11 @@ def enqueue(job: Job, settings: Settings | None = None) -> str:
             "when it is back"
         ) from exc
     return rq_job.id
+
+
+def held_here(repo: str) -> bool:
+    """Whether this process's in-process queue has a job of the repository waiting or running."""
+    return _worker is not None and _worker.holds(repo)
 
 
 def pending() -> int:

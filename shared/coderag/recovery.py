@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 from coderag.errors import NotFound, Unavailable
 from coderag.jobs import IndexRepo
 from coderag.lease import release
-from coderag.queue import JOB_KEY, enqueue
+from coderag.queue import JOB_KEY, enqueue, held_here
 from coderag.settings import Settings
 from coderag.store import Catalog, leases
 
@@ -45,7 +45,10 @@ def _alive(name: str, lease_until: float | None, settings: Settings, startup: bo
     """Whether a chain is still under way: its lease is live, or its latest job waits in (or has
     just been taken from) a queue."""
     if not settings.redis_url:
-        # in-process jobs never outlive their process: at start-up every chain is dead
+        # in-process jobs never outlive their process: at start-up every chain is dead, except
+        # one this process queued before it started serving (`coderag serve --index`)
+        if held_here(name):
+            return True
         return not startup and lease_until is not None and lease_until > time.time()
     if lease_until is not None and lease_until > time.time():
         return True
