@@ -88,13 +88,15 @@ def test_a_killed_parser_process_skips_only_the_file_it_was_parsing(
     monkeypatch.setenv("CODERAG_PARSE_WORKERS", "2")
     get_settings.cache_clear()
     root = tmp_path / "crash"
-    make_repo(root, 80, deep=3)
+    # enough files that the pool still has work when the first kill lands (with fewer, its two
+    # processes could finish every file before the first result reaches this process)
+    make_repo(root, 300, deep=3)
     kills: list[int] = []
 
     def kill_workers(repo: str, stage: str, done: int, total: int) -> None:
         # SIGKILL the parser processes twice (as the OOM killer would): once in the pool, once
         # while the batch is re-run one file at a time
-        if stage == "parsing" and done in (1, 30) and done not in kills:
+        if stage == "parsing" and done in (1, 150) and done not in kills:
             kills.append(done)
             for child in multiprocessing.active_children():
                 os.kill(child.pid, signal.SIGKILL)
@@ -106,9 +108,9 @@ def test_a_killed_parser_process_skips_only_the_file_it_was_parsing(
     finally:
         stop()
     repo = get_catalog().get_repo("crash")
-    assert kills == [1, 30], "both kills happened"
+    assert kills == [1, 150], "both kills happened"
     assert repo.status == "ready", repo
     reasons = repo.skipped_by_reason
     assert reasons.get("unsupported_type") == 1
     assert reasons.get("parser_crash") == 1, reasons  # the file in the second kill's process
-    assert repo.files == 80
+    assert repo.files == 300
