@@ -61,7 +61,9 @@ def search(
     """The best units for a query, best first."""
     start = time.perf_counter()
     query = _check(body, settings, catalog)
-    found = retrieval.retrieve(body.repo, query, body.top_k, settings, _embedder(request, settings))
+    found = retrieval.retrieve(
+        body.repo, query, body.top_k, settings, _embedder(request, settings), with_code=False
+    )
     hits = [h.search_hit() for h in found.hits]
     took = (time.perf_counter() - start) * 1000
     audit.record(

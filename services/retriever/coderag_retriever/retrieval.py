@@ -43,20 +43,26 @@ class Retrieval:
 
 
 def retrieve(
-    repo: str, query: str, top_k: int, settings: Settings, embedder: QueryEmbedder | None = None
+    repo: str,
+    query: str,
+    top_k: int,
+    settings: Settings,
+    embedder: QueryEmbedder | None = None,
+    with_code: bool = True,
 ) -> Retrieval:
-    """The ``top_k`` best units for a question with their code, similarity and calls; query
-    vectors from ``embedder`` (default: the process's)."""
+    """The ``top_k`` best units for a question with their similarity and, ``with_code``, their
+    code and calls (/search leaves both out: reading the call graph costs a query per hit);
+    query vectors from ``embedder`` (default: the process's)."""
     ranked = rank(repo, query, top_k, settings, embedder)
-    graph = Graph(get_catalog().db)
+    graph = Graph(get_catalog().db) if with_code else None
     symbols = {r.unit.id: r.unit.symbol for r in ranked}
     hits = [
         RetrievedHit(
-            **to_hit(r, with_text=True).model_dump(),
+            **to_hit(r, with_text=with_code).model_dump(),
             similarity=r.similarity,
-            calls=[
-                symbols[e.callee] for e in graph.callees(repo, r.unit.id) if e.callee in symbols
-            ],
+            calls=[]
+            if graph is None
+            else [symbols[e.callee] for e in graph.callees(repo, r.unit.id) if e.callee in symbols],
         )
         for r in ranked
     ]
