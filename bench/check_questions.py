@@ -49,6 +49,8 @@ GOLD_KEYS = {"file", "start_line", "end_line"}
 MIN_ZH_SHARE = 0.25
 MIN_CHAIN = 6
 MIN_ABSENT = 1
+NON_CORPUS_FILES = ("traps", "history")
+"""Question files of other benchmarks, skipped here."""
 
 DEF_START = re.compile(
     r"^(?:async\s+def|def|class)\s+\w+"  # Python definitions
@@ -326,8 +328,8 @@ def main(argv: list[str]) -> int:
     except (fetch.FetchError, OSError, ValueError) as exc:
         print(f"check_questions.py: error: {exc}", file=sys.stderr)
         return 1
-    # traps.jsonl belongs to the answer benchmark and has no corpus
-    files = sorted(p for p in QUESTIONS_DIR.glob("*.jsonl") if p.stem != "traps")
+    # traps.jsonl (answer benchmark) and history.jsonl (who/when benchmark) have no corpus
+    files = sorted(p for p in QUESTIONS_DIR.glob("*.jsonl") if p.stem not in NON_CORPUS_FILES)
     if not files:
         checker.error(str(QUESTIONS_DIR), "no question files")
     seen: set[str] = set()
