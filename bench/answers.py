@@ -3,7 +3,7 @@ with the hits ``/retrieve`` would give, per answer backend, on the pinned corpor
 
     python bench/answers.py [--corpus NAME ...] [--backend extractive --backend llamacpp]
                             [--llm-every 3] [--fresh] [--reuse-hits] [--split tune|test|all]
-                            [--calibrate-only] [--out FILE]
+                            [--rule learned|gate] [--calibrate-only] [--out FILE]
 
 Reports, per backend and question language: citation precision (share of returned citations
 that overlap a gold range of their question; citations on ``absent`` questions are all wrong),
@@ -322,7 +322,9 @@ def run(args: argparse.Namespace) -> str:
             for i, case in enumerate(chosen, 1):
                 d = fold.get(case.corpus, Decision(0.0, 0.0, 0.0))
                 confidence.DEFAULT = d.thresholds  # the held-out fold's thresholds
-                held = settings.model_copy(update={"score_gate": d.gate})
+                held = settings.model_copy(update={"score_gate": d.gate, "refusal_rule": "gate"})
+                if args.rule == "learned":  # the shipped model (fitted on the tuning split)
+                    held = settings.model_copy(update={"refusal_rule": "learned"})
                 outs.append(answer(case, backend, held))
                 if name == "llamacpp" and i % 10 == 0:
                     print(f"  {name}: {i}/{len(chosen)}", file=sys.stderr, flush=True)
@@ -405,6 +407,13 @@ def main() -> int:
         choices=["tune", "test", "all"],
         default="tune",
         help="corpora of bench/corpora.json by split; the decision is fitted on tune only",
+    )
+    ap.add_argument(
+        "--rule",
+        choices=("learned", "gate"),
+        default="learned",
+        help="refusal rule: the shipped learned model (in sample on the tuning split: see "
+        "bench/train_refusal.py for its held-out figures), or the cosine gate fitted per fold",
     )
     ap.add_argument("--calibrate-only", action="store_true", help="only the score-gate table")
     ap.add_argument("--out", default=str(HERE / "results" / "answers.md"))

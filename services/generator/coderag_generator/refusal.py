@@ -24,7 +24,7 @@ from typing import Any
 
 from coderag.gate import names_code
 from coderag.language import STOP_EN, has_han
-from coderag_generator import confidence, prompts
+from coderag_generator import abstention, confidence, prompts
 from coderag_generator.evidence import WORD
 
 UNSAFE, VAGUE = "unsafe", "vague"
@@ -262,11 +262,13 @@ def gate(
     lang: str,
     score_gate: float,
     thresholds: confidence.Thresholds | None = None,
+    learned: abstention.Model | None = None,
 ) -> Verdict | None:
     """Refuse when the hits cannot hold the answer: none at all, a named term that no hit
-    mentions (checked first: its refusal says what is missing), or weak hits (``confidence``:
-    the best similarity below ``score_gate``, 0 turning the check off, or little of the
-    question's words in them) unless the question names an identifier of the code."""
+    mentions (checked first: its refusal says what is missing), or weak hits unless the
+    question names an identifier of the code. Weak is the ``learned`` model's verdict when one
+    is given, else ``confidence``'s: the best similarity below ``score_gate``, or little of the
+    question's words in them; a ``score_gate`` of 0 turns either off."""
     if not hits:
         return _nothing(query, lang, NO_HITS)
     if missing := missing_terms(query, hits):
@@ -275,8 +277,12 @@ def gate(
         return Verdict(
             prompts.load("absent_term", lang).format(terms=terms), True, False, ABSENT_TERM
         )
-    if not names_code(hits) and confidence.weak(
-        confidence.signals(query, hits), score_gate, thresholds or confidence.DEFAULT
-    ):
-        return _nothing(query, lang, SCORE_GATE)
-    return None
+    if names_code(hits) or score_gate <= 0:
+        return None
+    if learned is not None:
+        weak = learned.p_absent(abstention.features(query, hits)) >= learned.threshold
+    else:
+        weak = confidence.weak(
+            confidence.signals(query, hits), score_gate, thresholds or confidence.DEFAULT
+        )
+    return _nothing(query, lang, SCORE_GATE) if weak else None

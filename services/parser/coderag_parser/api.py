@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI, Response
 from pydantic import BaseModel
 
-from coderag import recovery
+from coderag import recovery, redact
 from coderag.deps import AdminDep, CatalogDep, RepoNameDep, SettingsDep, UserDep, valid_name
 from coderag.errors import Conflict, Unavailable
 from coderag.jobs import IndexRepo
@@ -36,7 +37,8 @@ class RepoAccepted(BaseModel):
 @asynccontextmanager
 async def lifespan(_: FastAPI):
     """Resume repositories whose indexing a restart interrupted (Redis down: the workers heal
-    them once it is back)."""
+    them once it is back); load the secret detectors beside it."""
+    threading.Thread(target=redact.warm, name="coderag-redact-warm", daemon=True).start()
     with contextlib.suppress(Unavailable):
         recovery.heal(get_catalog(), get_settings(), startup=True)
     yield

@@ -1,6 +1,7 @@
 """Parsing files into units, on worker processes for big batches: a file that nests too deeply,
 makes the parser raise, or crashes a parser process is skipped and counted, never failing the
-repository."""
+repository. Blame is its own pass (``blame_all``), run after the keyword stage is published:
+on a long history ``git blame`` costs more than the parse, and search does not need it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Any
 
 from coderag import progress
 from coderag.redact import redact
-from coderag.schemas import Unit
 from coderag_parser import gitsync
 from coderag_parser.files import read_source
 from coderag_parser.units import parse_source
@@ -28,10 +28,10 @@ MAX_POOL_CRASHES = 20
 """Parser processes that may die in one batch before the rest is parsed in this process."""
 
 
-def parse_file(args: tuple[str, str, str, str, int, bool, str]) -> dict[str, Any]:
-    """Parse one file: (repo, root, path, language, max_bytes, blame, deprecation markers) ->
-    its rows, or a skip."""
-    repo, root, path, language, max_bytes, with_blame, markers = args
+def parse_file(args: tuple[str, str, str, str, int, str]) -> dict[str, Any]:
+    """Parse one file: (repo, root, path, language, max_bytes, deprecation markers) -> its rows,
+    or a skip."""
+    repo, root, path, language, max_bytes, markers = args
     text, reason = read_source(Path(root) / path, max_bytes)
     if text is None:
         return {"path": path, "skip": reason}
@@ -44,8 +44,6 @@ def parse_file(args: tuple[str, str, str, str, int, bool, str]) -> dict[str, Any
     except Exception:
         log.warning("%s: parsing %s failed; skipped", repo, path, exc_info=True)
         return {"path": path, "skip": "parse_error"}
-    if with_blame:
-        _attach_blame(parsed.units, gitsync.blame(Path(root), path))
     starts = [(u.start_line, u.end_line, u.id) for u in parsed.units]
 
     def unit_at(line: int) -> str | None:
@@ -77,16 +75,41 @@ def parse_file(args: tuple[str, str, str, str, int, bool, str]) -> dict[str, Any
     }
 
 
-def _attach_blame(units: list[Unit], lines: dict[int, tuple[str, str, str, int]]) -> None:
-    """Give each unit the newest commit among its lines (uncommitted lines are skipped)."""
-    for u in units:
+def blame_file(args: tuple[str, str, list[tuple[str, int, int]]]) -> list[tuple[str, ...]]:
+    """(root, path, [(unit id, start, end)]) -> (unit id, commit, author, date) of the newest
+    commit among each unit's committed lines (units with none are left out)."""
+    root, path, spans = args
+    lines = gitsync.blame(Path(root), path)
+    out = []
+    for uid, start, end in spans:
         touched = [
-            lines[n]
-            for n in range(u.start_line, u.end_line + 1)
-            if n in lines and set(lines[n][0]) != {"0"}
+            lines[n] for n in range(start, end + 1) if n in lines and set(lines[n][0]) != {"0"}
         ]
         if touched:
-            u.last_commit, u.last_author, u.last_date, _ = min(touched, key=lambda t: t[3])
+            commit, author, date, _ = min(touched, key=lambda t: t[3])
+            out.append((uid, commit, author, date))
+    return out
+
+
+def blame_all(jobs: list[tuple], workers: int, repo: str) -> list[tuple[str, ...]]:
+    """``blame_file`` over many files, on worker processes for a big batch (git does the work;
+    a broken pool falls back to this process)."""
+    rows: list[tuple[str, ...]] = []
+    if len(jobs) >= POOL_MIN_FILES and workers > 1:
+        try:
+            ctx = multiprocessing.get_context("forkserver")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                for i, res in enumerate(pool.map(blame_file, jobs, chunksize=8), 1):
+                    rows += res
+                    progress.report(repo, "blaming", i, len(jobs))
+            return rows
+        except BrokenProcessPool:
+            log.warning("blame pool broke; blaming %s in-process", repo)
+            rows = []
+    for i, job in enumerate(jobs, 1):
+        rows += blame_file(job)
+        progress.report(repo, "blaming", i, len(jobs))
+    return rows
 
 
 def parse_all(jobs: list[tuple], workers: int, repo: str) -> list[dict]:

@@ -22,7 +22,7 @@ from coderag.settings import Settings, get_settings
 from coderag.store import Catalog, get_catalog, stage_rows
 from coderag_parser import gitsync
 from coderag_parser.files import excluded, indexable, regular_file, walk
-from coderag_parser.parsing import parse_all
+from coderag_parser.parsing import blame_all, parse_all
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +79,10 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
         fields["status"] = "indexing"
     try:
         with lease.renewing(catalog, name, token, settings.job_lease_s):
-            paths, drop, stale, commit, full = _index(catalog, settings, repo, reg, fields)
-        if not stages.publish_keywords(catalog, name, reg, settings):
-            raise NotFound(f"repository {name!r} was deleted while it was parsed")
+            paths, drop, stale, commit, full, root = _index(catalog, settings, repo, reg, fields)
+            if not stages.publish_keywords(catalog, name, reg, settings):
+                raise NotFound(f"repository {name!r} was deleted while it was parsed")
+            _blame(catalog, settings, name, reg, root)
     except NotFound:
         return {"repo": name, "skipped": "deleted"}
     except Exception as exc:
@@ -104,9 +105,9 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _index(
     catalog: Catalog, settings: Settings, repo: RepoOut, reg: str, fields: dict[str, Any]
-) -> tuple[list[str], set[str], set[str], str | None, bool]:
+) -> tuple[list[str], set[str], set[str], str | None, bool, Path]:
     """Parse what changed and record it; (changed paths, dropped paths, stale unit ids, commit,
-    whether the whole tree was walked)."""
+    whether the whole tree was walked, the directory indexed)."""
     name = repo.name
     catalog.update_repo(name, reg, **fields)
     root = gitsync.checkout(repo, settings.data_dir)
@@ -117,9 +118,8 @@ def _index(
     to_read, drop, skipped, dirty = _candidates(
         root, last, stage_rows.dirty_files(catalog.db, name), extra, set(known)
     )
-    blame = commit is not None
     jobs = [
-        (name, str(root), p, lang, settings.max_file_bytes, blame, settings.deprecated_markers)
+        (name, str(root), p, lang, settings.max_file_bytes, settings.deprecated_markers)
         for p, lang in sorted(to_read.items())
     ]
     results = parse_all(jobs, settings.workers(), name)
@@ -137,6 +137,7 @@ def _index(
         calls=[c for r in changed for c in r["calls"]],
         imports=[i for r in changed for i in r["imports"]],
         registration=reg,
+        blamed=commit is None,
     )
     removed = catalog.remove_files(name, sorted(drop), registration=reg)
     stale = (old_ids - {u.id for u in units}) | set(removed)
@@ -144,4 +145,19 @@ def _index(
     considered = None if skipped is not None else set(to_read) | drop
     catalog.set_skipped(name, {**(skipped or {}), **left_out}, considered, reg)
     catalog.update_repo(name, reg, dirty=json.dumps(sorted(dirty)))
-    return paths, drop, stale, commit, skipped is not None
+    return paths, drop, stale, commit, skipped is not None, root
+
+
+def _blame(catalog: Catalog, settings: Settings, name: str, reg: str, root: Path) -> None:
+    """Record the last commit of every unit of the files that owe it (this parse's, or an
+    interrupted job's), after the keyword stage is published and before vectors are written."""
+    paths = catalog.unblamed_files(name)
+    if not paths:
+        return
+    catalog.update_repo(name, reg, progress="blaming")
+    spans: dict[str, list[tuple[str, int, int]]] = {p: [] for p in paths}
+    for u in catalog.units(name, paths):
+        spans[u.file].append((u.id, u.start_line, u.end_line))
+    jobs = [(str(root), p, spans[p]) for p in paths]
+    rows = blame_all(jobs, settings.workers(), name)
+    catalog.set_blame(name, paths, rows, registration=reg)

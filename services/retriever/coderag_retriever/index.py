@@ -146,10 +146,10 @@ def build(catalog: Catalog, repo: str, generation: int) -> RepoIndex:
 
 
 def update(catalog: Catalog, repo: str, old: RepoIndex, generation: int) -> RepoIndex:
-    """The next generation of ``old``: files whose content hash moved are read again, removed
-    ones dropped, the rest reused; from scratch when much changed or the postings hold more
-    removed documents than live ones."""
-    shas = catalog.file_shas(repo)
+    """The next generation of ``old``: files whose version moved (content, or last commits
+    recorded since) are read again, removed ones dropped, the rest reused; from scratch when
+    much changed or the postings hold more removed documents than live ones."""
+    shas = catalog.file_versions(repo)
     changed = sorted(p for p, sha in shas.items() if p not in old.files or old.files[p].sha != sha)
     removed = sorted(set(old.files) - set(shas))
     postings = old.postings

@@ -17,8 +17,9 @@ from coderag_retriever.text import code_tokens, split_identifier, stem
 
 @dataclass(frozen=True)
 class FileShard:
-    """One indexed file: its content hash and, per unit in line order, the unit, its keyword
-    document, its BM25 slot, its symbol tokens and the lower-cased names it defines."""
+    """One indexed file: its version (``Catalog.file_versions``) and, per unit in line order,
+    the unit, its keyword document, its BM25 slot, its symbol tokens and the lower-cased names
+    it defines."""
 
     sha: str
     units: tuple[Unit, ...]
@@ -114,7 +115,7 @@ def _symbol_rows(rows: Iterable) -> dict[str, list[tuple[str, str]]]:
 
 def read_all(catalog: Catalog, repo: str, postings: Postings) -> dict[str, FileShard]:
     """Every file's shard, from one read of the units and one of the symbol table."""
-    shas = catalog.file_shas(repo)
+    shas = catalog.file_versions(repo)
     by_file: dict[str, list[Unit]] = {path: [] for path in shas}
     for u in catalog.units(repo):
         by_file.setdefault(u.file, []).append(u)

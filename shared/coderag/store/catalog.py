@@ -45,6 +45,9 @@ def unit_from_row(row: sqlite3.Row) -> Unit:
     )
 
 
+UNBLAMED = ":unblamed"
+"""Suffix of a file's version while its units' last commits are not recorded yet."""
+
 FILE_TABLES = ("units", "files", "symbols", "calls", "imports", "file_history", "skipped_files")
 """Tables whose rows belong to one file of one repository."""
 
@@ -140,11 +143,13 @@ class Catalog:
         calls: Iterable[tuple] = (),
         imports: Iterable[tuple] = (),
         registration: str | None = None,
+        blamed: bool = True,
     ) -> None:
         """Replace the given files (path, language, lines, sha) and all their rows: units,
         symbols (file, name, qualified, kind, start, end, unit_id), calls (file, caller_id,
         callee, receiver, receiver_type, line) and imports (file, module); with
-        ``registration``, only into that registration of the repository."""
+        ``registration``, only into that registration of the repository; ``blamed`` False
+        marks the files as owing their units' last commits (``set_blame``)."""
         files = list(files)
         symbols, calls, imports = list(symbols), list(calls), list(imports)
 
@@ -156,8 +161,8 @@ class Catalog:
             for path, *_ in files:
                 _delete_file_rows(conn, repo, path)
             conn.executemany(
-                "INSERT INTO files (repo, path, language, lines, sha) VALUES (?,?,?,?,?)",
-                [(repo, *f) for f in files],
+                "INSERT INTO files (repo, path, language, lines, sha, blamed) VALUES (?,?,?,?,?,?)",
+                [(repo, *f, int(blamed)) for f in files],
             )
             conn.executemany(
                 f"INSERT OR REPLACE INTO units ({UNIT_COLUMNS}) VALUES ({','.join('?' * 17)})",
@@ -271,6 +276,45 @@ class Catalog:
             r["path"]: r["sha"]
             for r in self.db.read("SELECT path, sha FROM files WHERE repo=?", (repo,))
         }
+
+    def file_versions(self, repo: str) -> dict[str, str]:
+        """Indexed files and a version that moves when their content or their units' last
+        commits change (the content hash, marked while blame is owed)."""
+        return {
+            r["path"]: r["sha"] if r["blamed"] else r["sha"] + UNBLAMED
+            for r in self.db.read("SELECT path, sha, blamed FROM files WHERE repo=?", (repo,))
+        }
+
+    def unblamed_files(self, repo: str) -> list[str]:
+        """Files whose units still owe their last commits, in path order."""
+        rows = self.db.read(
+            "SELECT path FROM files WHERE repo=? AND blamed=0 ORDER BY path", (repo,)
+        )
+        return [r["path"] for r in rows]
+
+    def set_blame(
+        self,
+        repo: str,
+        paths: Iterable[str],
+        rows: Iterable[tuple[str, str, str, str]],
+        registration: str | None = None,
+    ) -> None:
+        """Record units' last commits, (unit id, commit, author, date), and mark ``paths``
+        blamed."""
+        paths, rows = list(paths), list(rows)
+
+        def write(conn: sqlite3.Connection) -> None:
+            if registration is not None:
+                _check_registration(conn, repo, registration)
+            conn.executemany(
+                "UPDATE units SET last_commit=?, last_author=?, last_date=? WHERE id=? AND repo=?",
+                [(c, a, d, uid, repo) for uid, c, a, d in rows],
+            )
+            conn.executemany(
+                "UPDATE files SET blamed=1 WHERE repo=? AND path=?", [(repo, p) for p in paths]
+            )
+
+        self.db.write(write)
 
     def file_lines(self, repo: str, path: str) -> int | None:
         """Line count of an indexed file, or None if it is not indexed."""

