@@ -14,6 +14,7 @@ new function first) and to complete (every vector written). ``--one-encoder`` le
 encoder out (the figures before progressive indexing were taken so); ``--files N`` keeps the first
 N Python files of each version (sorted paths, ``pygments/util.py`` always among them) for a run
 that fits a shared machine.
+
 After the server stops, the retriever's in-memory index is built from its catalog in this process
 and brought up to date after a one-file change, to time each.
 """
