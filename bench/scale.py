@@ -215,12 +215,13 @@ def report(out: dict) -> None:
         f"(ready: {', '.join(sorted(ready))}; waiting: {', '.join(sorted(missing)) or '-'}) |"
     )
     state = out["state"]
+    vector_s = out["elapsed_s"] - out["searchable_s"]
     for space, st in sorted((state.get("stages") or {}).items()):
-        done, total, started = st.get("done", 0), st.get("total"), st.get("started")
-        rate = done / max(time.time() - started, 1e-3) if started and done else 0.0
+        done, total = st.get("done", 0), st.get("total")
         print(
             f"| vectors `{space}` after {out['elapsed_s']:.0f} s | {done} of {total} "
-            f"({rate:.1f} units/s while it ran) |"
+            f"({done / max(vector_s, 1e-3):.1f} units/s over the {vector_s:.0f} s after "
+            "searchable) |"
         )
     if state.get("eta_s") is not None:
         print(f"| server's estimate of the time left | {state['eta_s'] / 3600:.1f} h |")
