@@ -116,8 +116,11 @@ def compare_shipped(rows: list[dict]) -> None:
     meta = json.loads(SHIPPED.read_text("utf-8"))["trained_on"]
     seen = {home({"corpus": c}) for c in meta["questions"]}
     fmt = "{R@1:.2f} / {R@5:.2f} / {MRR@10:.2f}".format
-    print("| held-out corpus | n | shipped | fused | recipe trained on the others |")
-    print("| --- | --- | --- | --- | --- |")
+    print(
+        "| held-out corpus | n | gold among the candidates | shipped | fused | "
+        "recipe trained on the others |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
     unseen: dict[str, list[int | None]] = defaultdict(list)
     for corpus in sorted({home(r) for r in rows}):
         test = [r for r in rows if home(r) == corpus]
@@ -131,14 +134,12 @@ def compare_shipped(rows: list[dict]) -> None:
             for k, v in got.items():
                 unseen[k] += v
         note = " (shipped: in sample)" if corpus in seen else ""
-        print(
-            f"| {corpus}{note} | {len(test)} | "
-            + " | ".join(fmt(**metrics(v)) for v in got.values())
-            + " |"
-        )
+        pool = sum(r["y"].sum() > 0 for r in test) / len(test)
+        cells = " | ".join(fmt(**metrics(v)) for v in got.values())
+        print(f"| {corpus}{note} | {len(test)} | {pool:.2f} | {cells} |")
     if unseen:
-        print("| corpora the shipped ranker never saw | " f"{len(unseen['fold'])} | "
-              + " | ".join(fmt(**metrics(v)) for v in unseen.values()) + " |")  # fmt: skip
+        cells = " | ".join(fmt(**metrics(v)) for v in unseen.values())
+        print(f"| corpora the shipped ranker never saw | {len(unseen['fold'])} | | {cells} |")
 
 
 def main() -> int:

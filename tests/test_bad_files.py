@@ -64,6 +64,9 @@ def test_a_too_deep_file_is_skipped_and_counted(
         assert body["status"] == "ready", body
         assert body["skipped_by_reason"] == {"too_deep": 1, "unsupported_type": 1}
         assert body["skipped"] == 2 and body["files"] == files
+        units = get_catalog().units("deep")
+        # blamed on worker processes for the pool-sized repository, in this process otherwise
+        assert units and all(u.last_commit == repo.head.commit.hexsha for u in units)
         if files > 3:
             return  # the pool path counts the same; pushes are checked once, below
 
