@@ -46,7 +46,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         bar = bars.get(stage)
         if bar is None:
             bar = bars[stage] = tqdm(
-                total=total, desc=stage, unit="unit" if stage != "parsing" else "file", leave=True
+                total=total,
+                desc=stage,
+                unit="file" if stage in ("parsing", "blaming") else "unit",
+                leave=True,
             )
         bar.total = total
         bar.n = done
