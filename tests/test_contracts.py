@@ -253,3 +253,21 @@ def test_sql_lives_only_under_the_store() -> None:
     assert not new, f"SQL outside coderag.store (add a named function to a store module): {new}"
     gone = sorted(SQL_OUTSIDE_STORE - found)
     assert not gone, f"no SQL left in these: remove them from SQL_OUTSIDE_STORE: {gone}"
+
+
+def test_every_data_file_of_a_package_ships_with_it() -> None:
+    """A data file beside the code (a query, a prompt, a fitted model) that package-data does
+    not name is missing from the wheel, and the images would run without it."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    dirs = config["setuptools"]["package-dir"]
+    data = config["setuptools"]["package-data"]
+    missing = []
+    for package, where in dirs.items():
+        base = ROOT / where
+        for path in base.rglob("*"):
+            if path.is_dir() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
+                continue
+            rel = path.relative_to(base)
+            if not any(rel.match(glob) for glob in data.get(package, [])):
+                missing.append(f"{package}: {rel}")
+    assert missing == [], "add these to [tool.setuptools.package-data]"
