@@ -1,6 +1,7 @@
-"""The score gate, decided once for /search's ``below_gate`` and /ask's refusal: nothing relevant
-was found when the best vector similarity is under the gate and no hit came from the
-exact-identifier route (a named identifier is relevant however it is worded)."""
+"""The score gate, decided once for /search's ``below_gate`` (and /ask's refusal when the gate is
+set by hand or the learned refusal rule does not apply): nothing relevant was found when the best
+vector similarity is under the gate and no hit came from the exact-identifier route (a named
+identifier is relevant however it is worded)."""
 
 from __future__ import annotations
 
