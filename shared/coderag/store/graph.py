@@ -41,12 +41,18 @@ class Graph:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def _resolve(self, repo: str, name: str, receiver_type: str, file: str) -> list[str]:
-        rows = self.db.read(
+    def _definitions(self, repo: str, name: str) -> list:
+        """Callable definitions named ``name`` (qualified, file, unit_id rows)."""
+        return self.db.read(
             "SELECT qualified, file, unit_id FROM symbols WHERE repo=? AND name=? AND kind IN "
             f"({','.join('?' * len(CALLABLE_KINDS))}) AND unit_id IS NOT NULL",
             (repo, name, *CALLABLE_KINDS),
         )
+
+    @staticmethod
+    def _pick(rows: list, receiver_type: str, file: str) -> list[str]:
+        """The units a call site resolves to among a name's definitions: those of the
+        receiver's type, else those in the caller's file, else all when few enough."""
         if not rows:
             return []
         if receiver_type:
@@ -61,12 +67,16 @@ class Graph:
     def callees(self, repo: str, unit_id: str) -> list[Edge]:
         """Units the given unit calls."""
         out: list[Edge] = []
+        definitions: dict[str, list] = {}  # one lookup per name, however often it is called
         for r in self.db.read(
             "SELECT file, callee, receiver_type, line FROM calls WHERE caller_id=?", (unit_id,)
         ):
-            for target in self._resolve(repo, r["callee"], r["receiver_type"], r["file"]):
+            name = r["callee"]
+            if name not in definitions:
+                definitions[name] = self._definitions(repo, name)
+            for target in self._pick(definitions[name], r["receiver_type"], r["file"]):
                 if target != unit_id:
-                    out.append(Edge(unit_id, target, r["callee"], r["line"]))
+                    out.append(Edge(unit_id, target, name, r["line"]))
         return out
 
     def callers(self, repo: str, unit_id: str) -> list[Edge]:
@@ -79,12 +89,13 @@ class Graph:
         }
         out: list[Edge] = []
         for name in names:
+            definitions = self._definitions(repo, name)
             for r in self.db.read(
                 "SELECT caller_id, file, receiver_type, line FROM calls WHERE repo=? AND callee=?",
                 (repo, name),
             ):
-                if r["caller_id"] != unit_id and unit_id in self._resolve(
-                    repo, name, r["receiver_type"], r["file"]
+                if r["caller_id"] != unit_id and unit_id in self._pick(
+                    definitions, r["receiver_type"], r["file"]
                 ):
                     out.append(Edge(r["caller_id"], unit_id, name, r["line"]))
         return out
@@ -139,12 +150,16 @@ class Graph:
     def tested(self, repo: str) -> set[str]:
         """Units called from test code (TestCoverageHint)."""
         out: set[str] = set()
+        definitions: dict[str, list] = {}
         for r in self.db.read(
             "SELECT c.callee, c.receiver_type, c.file FROM calls c JOIN units u "
             "ON u.id = c.caller_id WHERE c.repo=? AND u.is_test=1",
             (repo,),
         ):
-            out.update(self._resolve(repo, r["callee"], r["receiver_type"], r["file"]))
+            name = r["callee"]
+            if name not in definitions:
+                definitions[name] = self._definitions(repo, name)
+            out.update(self._pick(definitions[name], r["receiver_type"], r["file"]))
         return out
 
 
