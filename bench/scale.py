@@ -71,10 +71,12 @@ class TreeRss:
                 continue
         return out
 
-    def _rss_mb(self, pid: int) -> float:
+    @staticmethod
+    def _status_mb(pid: int, field: str) -> float:
+        """A memory line of /proc/PID/status (``VmRSS``, ``VmHWM``) in MB; 0 once it is gone."""
         try:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024
         except OSError:
             pass
@@ -88,16 +90,13 @@ class TreeRss:
                 if p in seen:
                     continue
                 seen.add(p)
-                total += self._rss_mb(p)
+                total += self._status_mb(p, "VmRSS")
                 todo += self._children(p)
             self.peak_tree_mb = max(self.peak_tree_mb, total)
 
     def server_peak_mb(self) -> float:
         """The server process's own high-water mark (VmHWM)."""
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
+        return self._status_mb(self.pid, "VmHWM")
 
     def stop(self) -> None:
         """Stop sampling."""
