@@ -157,6 +157,8 @@ def systems(settings: Settings) -> dict[str, Settings]:
     """coderag's default search, each route alone, and the search with one component changed."""
     learned_ = settings.model_copy(update={"ranker": "learned"})
     fused = settings.model_copy(update={"ranker": "fused"})
+    dictionary = settings.zh_dictionary
+    flip_dictionary = f"learned {'without' if dictionary else '+'} CC-CEDICT for Chinese words"
     rows = {DEFAULT: learned_, "coderag, fused order (RRF, no learned ranker)": fused}
     if QUICK:
         rows["learned without feedback"] = learned_.model_copy(
@@ -165,6 +167,7 @@ def systems(settings: Settings) -> dict[str, Settings]:
         rows["learned without the Chinese vocabulary"] = learned_.model_copy(
             update={"zh_vocab": False}
         )
+        rows[flip_dictionary] = learned_.model_copy(update={"zh_dictionary": not dictionary})
         rows["learned without call-graph expansion"] = learned_.model_copy(
             update={"expand_depth": 0}
         )
@@ -183,6 +186,7 @@ def systems(settings: Settings) -> dict[str, Settings]:
     )
     rows["learned without call-graph expansion"] = learned_.model_copy(update={"expand_depth": 0})
     rows["learned without the Chinese vocabulary"] = learned_.model_copy(update={"zh_vocab": False})
+    rows[flip_dictionary] = learned_.model_copy(update={"zh_dictionary": not dictionary})
     rows["fused without the Chinese vocabulary"] = fused.model_copy(update={"zh_vocab": False})
     rows["fused without call-graph expansion"] = fused.model_copy(update={"expand_depth": 0})
     rows["fused + MMR (0.8)"] = fused.model_copy(update={"mmr_lambda": 0.8})

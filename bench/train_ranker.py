@@ -2,6 +2,7 @@
 
     python bench/retrieval.py --split tune --dump-features bench/.cache/features.jsonl
     python bench/train_ranker.py bench/.cache/features.jsonl [--out PATH]
+    python bench/train_ranker.py F --compare-shipped | --compare-models | --own-docs DOC_F
 
 Leave-one-corpus-out over the tuning corpora picks the L2 strength (each fold is scored on a
 corpus the model did not see, the way a new user's code base is), prints the folds against the
@@ -143,6 +144,78 @@ def compare_shipped(rows: list[dict]) -> None:
         print(f"| corpora the shipped ranker never saw | {len(unseen['fold'])} | | | {cells} |")
 
 
+BOOSTED = (
+    {"max_depth": 2, "learning_rate": 0.05, "max_iter": 300, "min_samples_leaf": 100},
+    {"max_depth": 3, "learning_rate": 0.05, "max_iter": 200, "min_samples_leaf": 50},
+    {"max_depth": 4, "learning_rate": 0.03, "max_iter": 300, "min_samples_leaf": 100},
+)
+"""Gradient-boosted trees tried against the logistic ranker (scikit-learn's defaults else)."""
+
+OWN_DOC_WEIGHTS = (0.1, 0.3, 1.0, 3.0)
+"""Weights of a corpus's own doc-comment questions tried when adapting to it."""
+
+
+def _fmt(ranks: list[int | None]) -> str:
+    return "{R@1:.2f} / {R@5:.2f} / {MRR@10:.2f}".format(**metrics(ranks))
+
+
+def _row(label: object, per: dict[str, list[int | None]]) -> str:
+    """A table row: all held-out corpora together, then each."""
+    everything = [r for ranks in per.values() for r in ranks]
+    return f"| {label} | {_fmt(everything)} | " + " | ".join(_fmt(v) for v in per.values()) + " |"
+
+
+def compare_models(rows: list[dict]) -> None:
+    """Leave-one-corpus-out: the shipped recipe (logistic) against gradient-boosted trees over the
+    same features, per held-out corpus."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    meta = json.loads(SHIPPED.read_text("utf-8"))["trained_on"]
+    corpora = sorted({home(r) for r in rows})
+
+    def boosted(params: dict):
+        def fit_on(train_rows: list[dict]):
+            x, y, _ = stack(train_rows, 0.0)
+            model = HistGradientBoostingClassifier(**params, random_state=0).fit(x, y)
+            return lambda z: model.predict_proba(z)[:, 1]
+
+        return fit_on
+
+    models = {"logistic (shipped recipe)": lambda t: train(t, meta["l2"], 0.0, meta["loss"]).score}
+    models |= {
+        f"boosted: depth {p['max_depth']}, rate {p['learning_rate']}, {p['max_iter']} trees, "
+        f"leaf >= {p['min_samples_leaf']}": boosted(p)
+        for p in BOOSTED
+    }
+    print("| model | all | " + " | ".join(corpora) + " |")
+    print("| --- | --- |" + " --- |" * len(corpora))
+    for label, fit_on in models.items():
+        per = {}
+        for corpus in corpora:
+            score = fit_on([r for r in rows if home(r) != corpus])
+            per[corpus] = [first_rank(score(r["x"]), r["y"]) for r in rows if home(r) == corpus]
+        print(_row(label, per))
+
+
+def adapt_to_own_docs(rows: list[dict], docs: list[dict]) -> None:
+    """The repository teaching its own ranker: for each corpus with doc-comment questions, the
+    shipped recipe trained on the other corpora's written questions plus this corpus's own
+    doc questions at a weight, scored on this corpus's written questions."""
+    meta = json.loads(SHIPPED.read_text("utf-8"))["trained_on"]
+    corpora = sorted({home(r) for r in docs})
+    print("| own doc-question weight | all | " + " | ".join(corpora) + " |")
+    print("| --- | --- |" + " --- |" * len(corpora))
+    for weight in (0.0, *OWN_DOC_WEIGHTS):
+        per = {}
+        for corpus in corpora:
+            own = [r for r in docs if home(r) == corpus] if weight else []
+            model = train([r for r in rows if home(r) != corpus] + own, meta["l2"], weight,
+                          meta["loss"])  # fmt: skip
+            test = [r for r in rows if home(r) == corpus]
+            per[corpus] = [first_rank(model.score(r["x"]), r["y"]) for r in test]
+        print(_row(weight, per))
+
+
 def main() -> int:
     """Cross-validate, fit on everything, write the ranker."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -159,8 +232,27 @@ def main() -> int:
         action="store_true",
         help="instead: per corpus, the shipped ranker against its recipe trained on the others",
     )
+    ap.add_argument(
+        "--compare-models",
+        action="store_true",
+        help="instead: leave-one-corpus-out, the logistic ranker against gradient-boosted trees",
+    )
+    ap.add_argument(
+        "--own-docs",
+        type=Path,
+        metavar="DOC_FEATURES",
+        help="instead: adapt to each corpus with its own doc-comment questions' rows, read from "
+        "this dump (retrieval.py --doc-questions N), and score on its written questions",
+    )
     args = ap.parse_args()
     rows = [r for r in load(args.features) if len(r["y"])]
+    if args.compare_models:
+        compare_models([r for r in rows if not is_doc(r)])
+        return 0
+    if args.own_docs:
+        docs = [r for r in load(args.own_docs) if len(r["y"]) and is_doc(r)]
+        adapt_to_own_docs([r for r in rows if not is_doc(r)], docs)
+        return 0
     if args.compare_shipped:
         compare_shipped([r for r in rows if not is_doc(r)])
         return 0

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import git
@@ -70,6 +71,22 @@ def commit_all(repo: git.Repo, message: str) -> str:
     repo.git.add(A=True)
     repo.index.commit(message, author=git.Actor("Ada", "ada@example.com"))
     return repo.head.commit.hexsha
+
+
+@contextmanager
+def indexed(root: Path, name: str, sources: dict[str, str]) -> Iterator[TestClient]:
+    """The all-in-one app with one git repository of ``sources`` under ``root`` registered and
+    completely indexed."""
+    from coderag_app.server import create_app
+
+    for rel, text in sources.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    commit_all(git.Repo.init(root), name)
+    with TestClient(create_app()) as client:
+        assert client.post("/repos", json={"name": name, "path": str(root)}).status_code < 300
+        assert wait_ready(client, name)["status"] == "ready"
+        yield client
 
 
 @pytest.fixture

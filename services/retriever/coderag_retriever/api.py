@@ -15,9 +15,11 @@ from coderag.errors import InvalidInput
 from coderag.redact import redact
 from coderag.responses import errors
 from coderag.schemas import SearchRequest, SearchResponse
-from coderag_retriever import retrieval
+from coderag.settings import get_settings
+from coderag_retriever import dictionary, retrieval
 from coderag_retriever.retrieval import RetrievedHit
 from coderag_retriever.search import routes_run
+from coderag_retriever.text import STOP_WORDS
 
 router = APIRouter(tags=["search"])
 
@@ -25,8 +27,11 @@ router = APIRouter(tags=["search"])
 @asynccontextmanager
 async def lifespan(_: FastAPI):
     """Indexes are built on first use and kept per generation; an embedder for queries must
-    be reachable by configuration (its URL, or in this process), else startup stops."""
+    be reachable by configuration (its URL, or in this process), and the Chinese dictionary
+    installed when it is on, else startup stops."""
     query_embedder()
+    if get_settings().zh_dictionary:
+        dictionary.warm(STOP_WORDS)
     yield
 
 

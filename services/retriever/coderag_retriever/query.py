@@ -23,6 +23,7 @@ class Query:
     repo: str
     text: str
     vocab: bool = True
+    dictionary: bool = False
     embedder: QueryEmbedder | None = field(default=None, repr=False)
     tokens: list[str] = field(init=False)
     lowered: str = field(init=False)
@@ -32,14 +33,14 @@ class Query:
     _vectors: dict[str, np.ndarray | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.tokens = query_tokens(self.text, self.vocab)
+        self.tokens = query_tokens(self.text, self.vocab, self.dictionary)
         self.lowered = self.text.lower()
         self.about_tests = bool(TEST_WORDS.search(self.text))
 
     def embedding_text(self) -> str:
         """What the encoder reads: the question plus English words for its Chinese."""
-        if self.vocab and has_chinese(self.text):
-            return self.text + " (" + " ".join(zh_terms(self.text)) + ")"
+        if (self.vocab or self.dictionary) and has_chinese(self.text):
+            return f"{self.text} ({' '.join(zh_terms(self.text, self.vocab, self.dictionary))})"
         return self.text
 
     def vector(self, space: str = "vector") -> np.ndarray | None:

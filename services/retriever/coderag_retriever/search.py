@@ -129,7 +129,9 @@ def gather(
     index = get_index_cache().get(catalog, repo)
     if not len(index):
         return None
-    query = Query(repo, text, vocab=settings.zh_vocab, embedder=embedder)
+    query = Query(
+        repo, text, vocab=settings.zh_vocab, dictionary=settings.zh_dictionary, embedder=embedder
+    )
     weights = settings.weights()
 
     def runs(name: str) -> bool:
@@ -147,7 +149,13 @@ def gather(
             rankings[name] = route(query, index, settings.route_depth)
     if settings.query_rewrite == "llm":
         for i, extra in enumerate(llm_queries(text, settings), 1):
-            other = Query(repo, extra, vocab=settings.zh_vocab, embedder=embedder)
+            other = Query(
+                repo,
+                extra,
+                vocab=settings.zh_vocab,
+                dictionary=settings.zh_dictionary,
+                embedder=embedder,
+            )
             for name in REWRITE_ROUTES:
                 if weights.get(name, 0.0) > 0:
                     rankings[f"{name}@{i}"] = ROUTES[name](other, index, settings.route_depth)

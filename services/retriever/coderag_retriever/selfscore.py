@@ -111,7 +111,7 @@ def first_hit(order: list[int], gold: list[int]) -> int | None:
 def lexical_rank(index: RepoIndex, text: str, repo: str, settings: Settings) -> list[int]:
     """The doc questions' coderag ranking: the text routes fused with the search's weights, tests
     ranked down as the search does."""
-    query = Query(repo, text, vocab=settings.zh_vocab)
+    query = Query(repo, text, vocab=settings.zh_vocab, dictionary=settings.zh_dictionary)
     weights = settings.weights()
     rankings = {
         name: ROUTES[name](query, index, settings.route_depth)

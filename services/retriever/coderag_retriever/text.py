@@ -8,6 +8,7 @@ from functools import cache
 from importlib import resources
 
 from coderag.language import HAN_RUN, has_han
+from coderag_retriever import dictionary as cedict
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -207,23 +208,32 @@ def zh_vocabulary() -> dict[str, tuple[str, ...]]:
     return vocab
 
 
-def zh_terms(text: str) -> list[str]:
-    """English words for the Chinese in ``text`` by longest match against the vocabulary."""
-    vocab = zh_vocabulary()
+def zh_terms(text: str, hand: bool = True, dictionary: bool = False) -> list[str]:
+    """English words for the Chinese in ``text``: by longest match against the hand vocabulary
+    (``hand``), then, where it matched nothing, against CC-CEDICT (``dictionary``)."""
+    vocab = zh_vocabulary() if hand else {}
     longest = max(map(len, vocab), default=1)
     out: list[str] = []
     for run in HAN_RUN.findall(text):
-        i = 0
+        i, rest = 0, ""
         while i < len(run):
             for size in range(min(longest, len(run) - i), 0, -1):
                 piece = run[i : i + size]
                 if piece in vocab:
-                    out += vocab[piece]
-                    i += size
+                    out += _glossed(rest, dictionary) + list(vocab[piece])
+                    i, rest = i + size, ""
                     break
             else:
+                rest += run[i]
                 i += 1
+        out += _glossed(rest, dictionary)
     return out
+
+
+def _glossed(rest: str, dictionary: bool) -> list[str]:
+    if not (dictionary and rest):
+        return []
+    return cedict.gloss(rest, STOP_WORDS, frozenset(ZH_STOP))
 
 
 def has_chinese(text: str) -> bool:
@@ -242,8 +252,8 @@ def code_tokens(text: str) -> list[str]:
     return out
 
 
-def query_tokens(text: str, vocab: bool = True) -> list[str]:
-    """Tokens of a question: code tokens of its Latin words plus (``vocab``) the English of its
-    Chinese."""
-    extra = " ".join(zh_terms(text)) if vocab and has_chinese(text) else ""
+def query_tokens(text: str, vocab: bool = True, dictionary: bool = False) -> list[str]:
+    """Tokens of a question: code tokens of its Latin words plus the English of its Chinese from
+    the hand vocabulary (``vocab``) and CC-CEDICT (``dictionary``)."""
+    extra = " ".join(zh_terms(text, vocab, dictionary)) if has_chinese(text) else ""
     return code_tokens(text + " " + extra)

@@ -49,7 +49,9 @@ def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
     """Units whose symbol parts the query mentions, by the share of parts matched."""
     vocab = index.by_symbol_token
     hits: dict[int, set[str]] = {}
-    for word in set(query.tokens):
+    # dict.fromkeys, not set: the walk order decides ties, and a set's order changes with
+    # every process's string hashing
+    for word in dict.fromkeys(query.tokens):
         for token in _matches(word, vocab):
             for pos in vocab[token]:
                 hits.setdefault(pos, set()).add(token)
@@ -59,5 +61,5 @@ def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
         parts = index.symbol_tokens[pos]
         exact = 1.0 if _mentions(query.lowered, index.units[pos].symbol.lower(), named) else 0.0
         scored.append((pos, len(matched) / (len(parts) ** 0.5) + len(matched) * 0.1 + exact))
-    scored.sort(key=lambda p: -p[1])
+    scored.sort(key=lambda p: (-p[1], p[0]))
     return scored[:n]
