@@ -39,3 +39,31 @@ def test_symbol_route_breaks_ties_the_same_in_every_process() -> None:
     assert all(r == rankings[0] for r in rankings), rankings
     # every word matches one unit equally well: ties fall to the units' order in the index
     assert [pos for pos, _ in rankings[0]] == list(range(8))
+
+
+def test_vector_queries_search_wide_enough_to_find_the_nearest(tmp_path) -> None:
+    """A collection made with Chroma's default search breadth is widened on first use, and the
+    route's 50 nearest are then the exact 50 nearest (an approximate search that misses some
+    returns other ones after a restart)."""
+    import numpy as np
+
+    from coderag.store.vectors import SEARCH_EF, VectorStore, collection_name, make_client
+
+    client = make_client(None, tmp_path)
+    old = client.create_collection(
+        collection_name("big", "vector", ""), metadata={"hnsw:space": "cosine", "repo": "big"}
+    )
+    assert old.configuration_json["hnsw"]["ef_search"] < SEARCH_EF
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(3000, 64)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"u{i}" for i in range(len(vectors))]
+    store = VectorStore(client)
+    store.upsert("big", ids, vectors, [{"file": "f"} for _ in ids])
+    reopened = client.get_collection(collection_name("big", "vector", ""))
+    assert reopened.configuration_json["hnsw"]["ef_search"] == SEARCH_EF
+    found = []
+    for q in vectors[:20]:
+        exact = {ids[i] for i in np.argsort(-(vectors @ q))[:50]}
+        found.append(len(exact & {u for u, _ in store.query("big", q, 50)}) / 50)
+    assert min(found) >= 0.98, found

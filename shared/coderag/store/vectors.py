@@ -25,6 +25,12 @@ COLLECTION_PREFIX = "repo_"
 SPACE_PREFIXES = {"vector": COLLECTION_PREFIX, "vector2": "vector2_"}
 """Collection-name prefix per vector space (distinct, so no two collections share a name)."""
 
+SEARCH_EF = 512
+"""HNSW candidates examined per query. At Chroma's default (100), a collection opened in another
+process returned other neighbours beyond rank 20 for a fifth of the test questions, so the same
+question ranked differently after a restart; at 512 the routes' 50 nearest are the same each
+time (docs/BENCHMARKS.md)."""
+
 
 def make_client(chroma_url: str | None, data_dir: Path) -> Any:
     """A Chroma client: HttpClient when a server URL is set, else PersistentClient in data_dir."""
@@ -67,6 +73,7 @@ class VectorStore:
         self.client = client
         self._registration = registration
         self._lock = threading.Lock()
+        self._searched_wide: set[str] = set()
 
     def _name(self, repo: str, space: str, registration: str | None) -> str:
         if registration is None:
@@ -83,16 +90,28 @@ class VectorStore:
         name = self._name(repo, space, registration)
         try:
             if create:
-                return self.client.get_or_create_collection(
+                col = self.client.get_or_create_collection(
                     name,
                     metadata={"hnsw:space": "cosine", "repo": repo},
                     embedding_function=None,
                 )
-            return self.client.get_collection(name, embedding_function=None)
+            else:
+                col = self.client.get_collection(name, embedding_function=None)
+            return self._search_wide(col)
         except Exception as exc:
             if not create and _missing(exc):
                 return None
             raise Unavailable(f"Chroma is not reachable: {exc}") from exc
+
+    def _search_wide(self, col: Any) -> Any:
+        """The collection, its queries examining ``SEARCH_EF`` candidates (set once per
+        collection: collections made before this setting are raised on first use)."""
+        if col.name not in self._searched_wide:
+            hnsw = (col.configuration_json or {}).get("hnsw") or {}
+            if hnsw.get("ef_search", 0) < SEARCH_EF:
+                col.modify(configuration={"hnsw": {"ef_search": SEARCH_EF}})
+            self._searched_wide.add(col.name)
+        return col
 
     def upsert(
         self,
