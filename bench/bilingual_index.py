@@ -23,6 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from encoder_input import metrics  # noqa: E402
 from fetch import load_corpora  # noqa: E402
 from retrieval import K, first_rank, load_questions  # noqa: E402
 
@@ -84,15 +85,6 @@ def patch() -> None:
         return plain_tokens(text, vocab, dictionary) + chinese_words(text)
 
     shards.keyword_document, query.query_tokens = document, tokens
-
-
-def metrics(ranks: list[int | None]) -> str:
-    """R@1 / R@5 / MRR@10 of first-hit ranks."""
-    n = len(ranks) or 1
-    r1 = sum(r == 1 for r in ranks) / n
-    r5 = sum(r is not None and r <= 5 for r in ranks) / n
-    mrr = sum(1 / r for r in ranks if r is not None and r <= K) / n
-    return f"{r1:.2f} / {r5:.2f} / {mrr:.2f}"
 
 
 def run(corpora: list[str]) -> dict[str, list[int | None]]:
