@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import defaultdict
+from functools import cache
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,9 +54,14 @@ def reverse() -> dict[str, list[str]]:
     return out
 
 
+@cache
+def _known() -> frozenset[str]:
+    return frozenset(dictionary.entries(STOP_WORDS)) | frozenset(zh_vocabulary())
+
+
 def chinese_words(text: str) -> list[str]:
     """The question's Chinese words, by longest match against CC-CEDICT and the vocabulary."""
-    known = set(dictionary.entries(STOP_WORDS)) | set(zh_vocabulary())
+    known = _known()
     out = []
     for run in HAN_RUN.findall(text):
         i = 0

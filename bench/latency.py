@@ -1,7 +1,7 @@
 """/search latency on a 130k-line repository (pygments 2.18.0, bench/history.json) with the
 default routes, through the real app in-process (FastAPI TestClient: ASGI, no socket).
 
-    python bench/latency.py [--rounds 5] [--reuse DATA_DIR]
+    python bench/latency.py [--rounds 5] [--reuse DATA_DIR] [--search-ef 100]
 
 Indexing the whole repository with the second encoder takes over an hour on 2 cores, and search
 cost does not depend on the vectors' values, so the script embeds with the main encoder only and
@@ -33,6 +33,7 @@ from incremental import LATENCY_QUERIES  # noqa: E402
 
 from coderag.settings import get_settings  # noqa: E402
 from coderag.store import get_vectors  # noqa: E402
+from coderag.store import vectors as vector_store  # noqa: E402
 from coderag_app.server import create_app  # noqa: E402
 
 
@@ -41,7 +42,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reuse", help="data directory of an earlier run: skip indexing")
+    ap.add_argument(
+        "--search-ef",
+        type=int,
+        default=vector_store.SEARCH_EF,
+        help="HNSW candidates per vector query (the baseline: Chroma's default, 100)",
+    )
     args = ap.parse_args()
+    vector_store.SEARCH_EF = args.search_ef
     entry = json.loads((HERE / "history.json").read_text())[0]
     root = fetch(entry)
     lines = sum(p.read_text("utf-8", "replace").count("\n") for p in root.rglob("*.py"))

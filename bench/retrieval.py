@@ -28,8 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 DATA = Path(os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data")))
 
-import bm25s  # noqa: E402
-import numpy as np  # noqa: E402
+from baselines import Baselines, K  # noqa: E402
 from fetch import corpus_root, load_corpora  # noqa: E402
 
 from coderag import embedding  # noqa: E402
@@ -38,19 +37,11 @@ from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
 from coderag_app.server import load_jobs  # noqa: E402
-from coderag_embedder.encoder import get_encoders  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
-from coderag_parser.files import indexable, read_source, walk  # noqa: E402
 from coderag_retriever.index import get_index_cache  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
 
 embedding.use_local(local())  # this script's queries embed in-process
-
-CHUNK_CHARS, CHUNK_OVERLAP = 1000, 200
-"""The plain-RAG baseline's chunking (seed 003)."""
-
-K = 10
-"""Depth of every ranking."""
 
 MISSES: list[dict] | None = None
 """With --misses, the fused search's questions whose gold is not in the top 5."""
@@ -79,57 +70,6 @@ def first_rank(results: list[tuple[str, int, int]], golds: list[dict]) -> int | 
 def chain_coverage(results: list[tuple[str, int, int]], golds: list[dict]) -> float:
     """Share of a chain's links found in the results."""
     return sum(any(overlaps(r, g) for r in results) for g in golds) / len(golds)
-
-
-def chunks(root: Path) -> list[tuple[str, int, int, str]]:
-    """1000-character chunks with 200 overlap of every indexable file: (file, start, end, text)."""
-    out = []
-    for rel in walk(root):
-        if indexable(rel) is None:
-            continue
-        text, _ = read_source(root / rel, 1_000_000)
-        if not text:
-            continue
-        step = CHUNK_CHARS - CHUNK_OVERLAP
-        for start in range(0, max(len(text) - CHUNK_OVERLAP, 1), step):
-            piece = text[start : start + CHUNK_CHARS]
-            first = text.count("\n", 0, start) + 1
-            out.append((rel, first, first + piece.count("\n"), piece))
-    return out
-
-
-class Baselines:
-    """BM25 over coderag's units and vector search over plain chunks."""
-
-    def __init__(self, repo: str, root: Path, spaces: tuple[str, ...] | None = None) -> None:
-        units = get_catalog().units(repo)
-        self.units = [(u.file, u.start_line, u.end_line) for u in units]
-        self.bm25 = bm25s.BM25()
-        self.bm25.index(
-            bm25s.tokenize([u.text for u in units], stopwords="en", show_progress=False),
-            show_progress=False,
-        )
-        t = time.perf_counter()
-        self.chunks = chunks(root)
-        self.encoders = {k: v for k, v in get_encoders().items() if spaces is None or k in spaces}
-        self.chunk_vecs = {
-            space: enc.encode([c[3] for c in self.chunks]) for space, enc in self.encoders.items()
-        }
-        self.chunk_embed_s = time.perf_counter() - t
-
-    def bm25_rank(self, query: str) -> list[tuple[str, int, int]]:
-        """Top units by plain BM25."""
-        tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
-        if not tokens.vocab:
-            return []
-        docs, scores = self.bm25.retrieve(tokens, k=min(K, len(self.units)), show_progress=False)
-        return [self.units[d] for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
-
-    def vector_rank(self, query: str, space: str = "vector") -> list[tuple[str, int, int]]:
-        """Top chunks by cosine similarity under one encoder."""
-        q = self.encoders[space].encode_query([query])[0]
-        order = np.argsort(-(self.chunk_vecs[space] @ q))[:K]
-        return [self.chunks[i][:3] for i in order]
 
 
 ROUTE_NAMES = ("vector", "vector2", "keyword", "symbol", "exact", "cluster")

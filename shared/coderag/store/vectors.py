@@ -105,10 +105,11 @@ class VectorStore:
 
     def _search_wide(self, col: Any) -> Any:
         """The collection, its queries examining ``SEARCH_EF`` candidates (set once per
-        collection: collections made before this setting are raised on first use)."""
+        collection and process: collections made with Chroma's default are changed on first
+        use)."""
         if col.name not in self._searched_wide:
             hnsw = (col.configuration_json or {}).get("hnsw") or {}
-            if hnsw.get("ef_search", 0) < SEARCH_EF:
+            if hnsw.get("ef_search") != SEARCH_EF:
                 col.modify(configuration={"hnsw": {"ef_search": SEARCH_EF}})
             self._searched_wide.add(col.name)
         return col
