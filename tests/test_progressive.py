@@ -46,7 +46,8 @@ class Gate:
         self.batches = 0
 
     def __call__(self, repo: str, stage: str, done: int, total: int) -> None:
-        if not stage.startswith("embedding") or threading.current_thread().name != "coderag-jobs":
+        lane = threading.current_thread().name  # the in-process queue's embedder lane
+        if not stage.startswith("embedding") or lane != "coderag-embedder":
             return
         self.batches += 1
         self.release.clear()

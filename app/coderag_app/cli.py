@@ -116,12 +116,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
     _embed_in_process()
     # the same retrieval as /ask: its query, its number of hits, its hit form
     retrieval_query, _ = plan_retrieval(query, [], settings.max_query_chars)
-    hits = retrieve(args.repo, retrieval_query, RETRIEVE_K, settings).dicts()
-    hits = enrich(catalog, args.repo, hits)
+    found = retrieve(args.repo, retrieval_query, RETRIEVE_K, settings, ready_only=True)
+    hits = enrich(catalog, args.repo, found.dicts())
     backend = get_backend(settings)
-    for event in answer_events(
-        query, hits, backend, settings, lambda p: catalog.file_lines(args.repo, p)
-    ):
+
+    def lines(path: str) -> int | None:
+        return catalog.file_lines(args.repo, path)
+
+    for event in answer_events(query, hits, backend, settings, lines, missing=found.routes_missing):
         if event.name == "token":
             print(event.data["text"], end="", flush=True)
         elif event.name == "retry":

@@ -3,9 +3,10 @@
 A job is a typed payload (``coderag.jobs``) naming its owning service's queue; the service
 registered the function that runs it. With ``REDIS_URL`` set a job goes to that service's rq queue
 as ``perform(job name, payload)``, and the service's worker (which imported its own tasks) looks
-the handler up. Without it jobs run in this process on one background thread, in order; a job
-enqueued by a running job runs inline at once, so a whole parse → embed → refresh chain finishes
-inside the job that started it.
+the handler up. Without it jobs run in this process on a background thread per service queue
+(a lane), each lane in order, so one repository's parse never waits behind another's vectors.
+``run_now`` runs a job on the calling thread, and every job it enqueues inline at once, so a
+whole parse → embed → refresh chain finishes inside the call (the CLI and the benches).
 """
 
 from __future__ import annotations
@@ -54,21 +55,22 @@ def run_now(job: Job) -> dict[str, Any]:
         _local.inline = previous
 
 
-class _InProcess:
-    """A single background thread that runs queued jobs in order."""
+class _Lane:
+    """One background thread that runs one service's queued jobs in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.jobs: queue.Queue[Job] = queue.Queue()
         self.repos: dict[str, int] = {}  # repository -> its jobs queued or running here
         self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._run, name="coderag-jobs", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=f"coderag-{name}", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         while True:
             job = self.jobs.get()
             try:
-                run_now(job)
+                handler(job.job)(job.model_dump(mode="json"))
                 OUTCOMES["done"] += 1
             except Exception:
                 OUTCOMES["failed"] += 1
@@ -79,15 +81,50 @@ class _InProcess:
                 self.jobs.task_done()
 
     def put(self, job: Job) -> None:
-        """Queue a job behind the others."""
+        """Queue a job behind the others of this lane."""
         with self.lock:
             self.repos[job.repo] = self.repos.get(job.repo, 0) + 1
         self.jobs.put(job)
 
     def holds(self, repo: str) -> bool:
-        """Whether a job of the repository waits or runs on this thread."""
+        """Whether a job of the repository waits or runs in this lane."""
         with self.lock:
             return self.repos.get(repo, 0) > 0
+
+    def busy(self) -> bool:
+        """Whether a job waits or runs in this lane."""
+        with self.lock:
+            return any(self.repos.values())
+
+
+class _InProcess:
+    """The in-process queue: a lane per service queue, as the rq workers of compose have, so a
+    repository's parse (searchable in seconds) never waits behind another's vectors; a job
+    enqueued by a lane's job goes to its own lane."""
+
+    def __init__(self) -> None:
+        self.lanes: dict[str, _Lane] = {}
+        self.lock = threading.Lock()
+
+    def lane(self, name: str) -> _Lane:
+        """The lane of a service queue, started on first use."""
+        with self.lock:
+            if name not in self.lanes:
+                self.lanes[name] = _Lane(name)
+            return self.lanes[name]
+
+    def all(self) -> list[_Lane]:
+        """Every lane started so far."""
+        with self.lock:
+            return list(self.lanes.values())
+
+    def put(self, job: Job) -> None:
+        """Queue a job on its service's lane."""
+        self.lane(job.queue).put(job)
+
+    def holds(self, repo: str) -> bool:
+        """Whether a job of the repository waits or runs in any lane."""
+        return any(lane.holds(repo) for lane in self.all())
 
 
 _worker: _InProcess | None = None
@@ -142,11 +179,16 @@ def held_here(repo: str) -> bool:
 
 
 def pending() -> int:
-    """Jobs waiting in the in-process queue."""
-    return _worker.jobs.qsize() if _worker is not None else 0
+    """Jobs waiting in the in-process queue's lanes."""
+    return sum(lane.jobs.qsize() for lane in _worker.all()) if _worker is not None else 0
 
 
 def drain() -> None:
-    """Block until the in-process queue is empty (tests and the CLI use it)."""
-    if _worker is not None:
-        _worker.jobs.join()
+    """Block until every lane of the in-process queue is idle (tests and the CLI use it); a job
+    may queue the next stage on another lane, so the lanes are joined until none is busy."""
+    while _worker is not None:
+        lanes = _worker.all()
+        for lane in lanes:
+            lane.jobs.join()
+        if not any(lane.busy() for lane in _worker.all()):
+            return

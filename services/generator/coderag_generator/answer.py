@@ -75,10 +75,31 @@ def answer_events(
     file_lines: Callable[[str], int | None],
     history: Sequence[dict[str, str]] = (),
     git: chronicle.GitFacts | None = None,
+    missing: Sequence[str] = (),
 ) -> Iterator[Event]:
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
     turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
-    given for who/when questions, answers them from the repository's history instead."""
+    given for who/when questions, answers them from the repository's history instead;
+    ``missing``, the routes left out while their vectors are written, is said in the answer."""
+    lang = language(query)
+    for event in _events(query, hits, backend, settings, file_lines, history, git, missing):
+        if event.name == "done" and missing:
+            note = prompts.load("partial", lang).format(routes=", ".join(missing))
+            sep = "\n\n" if event.data["answer"] else ""
+            event = Event("done", {**event.data, "answer": event.data["answer"] + sep + note})
+        yield event
+
+
+def _events(
+    query: str,
+    hits: list[dict[str, Any]],
+    backend: Backend,
+    settings: Settings,
+    file_lines: Callable[[str], int | None],
+    history: Sequence[dict[str, str]],
+    git: chronicle.GitFacts | None,
+    missing: Sequence[str],
+) -> Iterator[Event]:
     lang = language(query)
     # a who/when question is gated on what it asks about, not on "who changed it last month"
     about = window.subject(query) if git is not None else query
@@ -93,9 +114,10 @@ def answer_events(
         if cited.valid:
             yield _done(cited.text, cited.valid, False, 0, 0, backend.name, reason=PREMISE)
             return
-    verdict = verdict or refusal.gate(
-        about, hits, lang, settings.gate(), learned=abstention.model_for(settings)
-    )
+    learned = abstention.model_for(settings, lexical=bool(missing))
+    # while vectors are written there is no cosine to gate on: only a rule fitted on that state
+    score_gate = settings.gate() if learned is not None or not missing else 0.0
+    verdict = verdict or refusal.gate(about, hits, lang, score_gate, learned=learned)
     if verdict is not None:  # decided by rules: the model is never asked
         yield _done(
             verdict.answer,

@@ -153,10 +153,11 @@ async def ask(
     )
     retrieval_query, about_history = plan_retrieval(query, turns, settings.max_query_chars)
     try:
-        hits = await retriever.retrieve(body.repo, retrieval_query, RETRIEVE_K)
+        found = await retriever.retrieve(body.repo, retrieval_query, RETRIEVE_K)
     finally:
         await retriever.aclose()
-    hits = await run_in_threadpool(enrich, catalog, body.repo, hits)
+    missing: list[str] = found.get("routes_missing", [])
+    hits = await run_in_threadpool(enrich, catalog, body.repo, found["results"])
     git = await git_facts(parser, body.repo, query, hits) if about_history and hits else None
     backend = await run_in_threadpool(get_backend, settings)
 
@@ -186,7 +187,12 @@ async def ask(
                 answer=done["answer"],
                 symbols=sessions.cited_symbols(done["citations"], hits),
             )
-        return {**done, "took_ms": round(took, 2), "session_id": session}
+        return {
+            **done,
+            "took_ms": round(took, 2),
+            "session_id": session,
+            "routes_missing": missing,
+        }
 
     retrieval = Event(
         "retrieval",
@@ -199,7 +205,7 @@ async def ask(
         },
     )
     history = sessions.prompt_history(turns)
-    events = answer_events(query, hits, backend, settings, lines_of, history, git)
+    events = answer_events(query, hits, backend, settings, lines_of, history, git, missing)
 
     if accept and "text/event-stream" in accept:
 

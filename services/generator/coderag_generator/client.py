@@ -30,8 +30,9 @@ class ServiceClient:
 class RetrieverClient(ServiceClient):
     """Calls the retriever's /retrieve."""
 
-    async def retrieve(self, repo: str, query: str, top_k: int) -> list[dict]:
-        """Hits with code, best first; the retriever's 4xx errors are re-raised as such."""
+    async def retrieve(self, repo: str, query: str, top_k: int) -> dict:
+        """/retrieve's answer: ``results`` (hits with code, best first) and ``routes_missing``;
+        the retriever's 4xx errors are re-raised as such."""
         try:
             resp = await self.http.post(
                 "/retrieve", json={"repo": repo, "query": query, "top_k": top_k}
@@ -39,7 +40,7 @@ class RetrieverClient(ServiceClient):
         except httpx.HTTPError as exc:
             raise Unavailable(f"retriever unreachable: {exc}") from exc
         raise_for(resp)
-        return resp.json()["results"]
+        return resp.json()
 
 
 class ParserClient(ServiceClient):

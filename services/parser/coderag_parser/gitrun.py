@@ -7,7 +7,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from coderag.errors import InvalidInput
@@ -39,6 +39,33 @@ def safe_env(kinds: Iterable[str] = ()) -> dict[str, str]:
         env[f"GIT_CONFIG_KEY_{i}"] = key
         env[f"GIT_CONFIG_VALUE_{i}"] = value
     return env
+
+
+def output_lines(args: list[str], cwd: Path, stdin: str = "") -> Iterator[str]:
+    """Lines ``git args`` writes to stdout, with the safe environment; none if it fails."""
+    proc = subprocess.Popen(
+        ["git", *args],
+        cwd=cwd,
+        env={**os.environ, **safe_env()},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        # git reads all of stdin before it writes, so this write cannot deadlock on its output
+        with proc.stdin:
+            proc.stdin.write(stdin)
+        for line in proc.stdout:
+            yield line.rstrip("\n")
+    except BrokenPipeError:
+        return  # git stopped before reading its input (a bad argument): nothing to report
+    finally:
+        # a caller that has what it needs closes the generator early: stop git's walk there
+        proc.kill()
+        proc.stdout.close()
+        proc.wait()
 
 
 def tree_bytes(root: Path) -> int:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
+from contextlib import closing
 from pathlib import Path
+from typing import NamedTuple
 
 import git
 
@@ -110,22 +113,57 @@ def work_tree_dirty(root: Path) -> set[str]:
         return set()
 
 
-def blame(root: Path, path: str) -> dict[int, tuple[str, str, str, int]]:
-    """Line -> (commit, author, ISO date, recency) of the commit that last touched it, recency 0
-    being the file's newest commit (dates tie within a second); {} if untracked."""
+class Blamed(NamedTuple):
+    """The commit that last touched a line: full hash, author, ISO author date, subject, and
+    recency (0 for the newest of the commits blamed together, by ancestry)."""
+
+    commit: str
+    author: str
+    date: str
+    summary: str
+    recency: int
+
+
+UNCOMMITTED = "0" * 40
+"""What ``git blame`` names as the commit of a line that is not committed yet."""
+
+
+def newest_first(root: Path, shas: Iterable[str]) -> list[str]:
+    """``shas`` ordered newest first: after every commit that descends from it (so clock skew
+    and commits made in the same second cannot reorder history); unknown ones are left out."""
+    wanted = set(shas)
+    if len(wanted) < 2:
+        return list(wanted)
+    order: list[str] = []
+    # --topo-order lists a commit only after all its descendants among the walked ones; the
+    # walk can stop as soon as every wanted commit has been listed
+    with closing(
+        gitrun.output_lines(["rev-list", "--topo-order", "--stdin"], root, "\n".join(wanted))
+    ) as lines:
+        for sha in lines:
+            if sha in wanted:
+                order.append(sha)
+                if len(order) == len(wanted):
+                    break
+    return order
+
+
+def blame(
+    root: Path, path: str, start: int | None = None, end: int | None = None
+) -> dict[int, Blamed]:
+    """Line -> the commit that last touched it, for lines ``start..end`` (all lines without a
+    range); {} if the file is untracked or the range is not in it."""
+    span = ["-L", f"{start},{end}"] if start is not None and end is not None else []
     try:
-        repo = open_repo(root)
-        out = repo.git.blame("--line-porcelain", "-w", "--", path)
-        order = {sha: i for i, sha in enumerate(repo.git.log("--format=%H", "--", path).split())}
+        out = open_repo(root).git.blame("--line-porcelain", "-w", *span, "--", path)
     except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
         return {}
-    lines: dict[int, tuple[str, str, str, int]] = {}
-    sha = author = ""
-    final = 0
-    stamp = 0
-    for line in out.splitlines():
+    rows: dict[int, tuple[str, str, int, str]] = {}
+    sha = author = summary = ""
+    final = stamp = 0
+    for line in out.split("\n"):  # not splitlines(): a line of code may hold \r or \f
         if line.startswith("\t"):
-            lines[final] = (sha, author, _iso(stamp), order.get(sha, len(order)))
+            rows[final] = (sha, author, stamp, summary)
             continue
         head, _, rest = line.partition(" ")
         if len(head) == 40 and all(c in "0123456789abcdef" for c in head):
@@ -134,7 +172,20 @@ def blame(root: Path, path: str) -> dict[int, tuple[str, str, str, int]]:
             author = rest
         elif head == "author-time":
             stamp = int(rest)
-    return lines
+        elif head == "summary":
+            summary = rest
+    order = newest_first(root, {r[0] for r in rows.values() if r[0] != UNCOMMITTED})
+    rank = {c: i for i, c in enumerate(order)}
+    return {n: Blamed(c, a, _iso(t), s, rank.get(c, len(rank))) for n, (c, a, t, s) in rows.items()}
+
+
+def newest(lines: dict[int, Blamed], start: int, end: int) -> Blamed | None:
+    """The newest commit among the committed lines ``start..end`` of a blame, or None when none
+    of them is committed."""
+    touched = [
+        lines[n] for n in range(start, end + 1) if n in lines and lines[n].commit != UNCOMMITTED
+    ]
+    return min(touched, key=lambda b: b.recency, default=None)
 
 
 def _iso(stamp: int) -> str:

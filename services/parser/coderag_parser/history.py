@@ -16,6 +16,7 @@ from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.errors import InvalidInput
 from coderag.responses import errors
 from coderag.schemas import HistoryRequest, HistoryResponse, RangeHistory
+from coderag_parser import gitsync
 from coderag_parser.gitsync import CLONES_DIR
 
 MAX_LOG = 20
@@ -32,36 +33,23 @@ def _iso(stamp: int) -> str:
 def has_history(root: Path) -> bool:
     """Whether ``root`` is a git work tree with at least one commit."""
     try:
-        return git.Repo(root, search_parent_directories=False).head.is_valid()
+        return gitsync.open_repo(root).head.is_valid()
     except _ERRORS:
         return False
 
 
 def last_commit(root: Path, path: str, start: int, end: int) -> dict[str, str] | None:
-    """The newest commit among those that last touched lines ``start..end`` of ``path`` (by
-    committer time); None when the lines are uncommitted or the file has no history."""
-    try:
-        out = git.Repo(root).git.blame("--line-porcelain", "-w", "-L", f"{start},{end}", "--", path)
-    except _ERRORS:
+    """The newest commit (by ancestry, as ``gitsync.newest`` picks a unit's) among those that last
+    touched lines ``start..end`` of ``path``; None when the lines are uncommitted or the file has
+    no history."""
+    last = gitsync.newest(gitsync.blame(root, path, start, end), start, end)
+    if last is None:
         return None
-    commits: dict[str, dict[str, Any]] = {}
-    sha = ""
-    for line in out.splitlines():
-        head, _, rest = line.partition(" ")
-        if len(head) == 40 and all(c in "0123456789abcdef" for c in head):
-            sha = head
-            commits.setdefault(sha, {"commit": sha})
-        elif sha and head in ("author", "author-time", "committer-time", "summary"):
-            commits[sha][head] = rest
-    real = [c for c in commits.values() if set(c["commit"]) != {"0"} and "committer-time" in c]
-    if not real:
-        return None
-    newest = max(real, key=lambda c: int(c["committer-time"]))
     return {
-        "commit": newest["commit"][:7],
-        "author": newest.get("author", ""),
-        "date": _iso(int(newest.get("author-time", newest["committer-time"]))),
-        "summary": newest.get("summary", ""),
+        "commit": last.commit[:7],
+        "author": last.author,
+        "date": last.date,
+        "summary": last.summary,
     }
 
 
@@ -106,7 +94,7 @@ def changes(
     if since is not None:  # committer date >= author date, so this only narrows the walk
         args.append(f"--since={int(since.timestamp())}")
     try:
-        out = git.Repo(root).git.log(*args)
+        out = gitsync.open_repo(root).git.log(*args)
     except _ERRORS:
         return []
     found = []

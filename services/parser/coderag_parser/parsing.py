@@ -82,12 +82,8 @@ def blame_file(args: tuple[str, str, list[tuple[str, int, int]]]) -> list[tuple[
     lines = gitsync.blame(Path(root), path)
     out = []
     for uid, start, end in spans:
-        touched = [
-            lines[n] for n in range(start, end + 1) if n in lines and set(lines[n][0]) != {"0"}
-        ]
-        if touched:
-            commit, author, date, _ = min(touched, key=lambda t: t[3])
-            out.append((uid, commit, author, date))
+        if last := gitsync.newest(lines, start, end):
+            out.append((uid, last.commit, last.author, last.date))
     return out
 
 

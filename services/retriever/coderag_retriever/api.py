@@ -6,9 +6,9 @@ import time
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from coderag import audit, stages
+from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
 from coderag.embedding import QueryEmbedder, query_embedder
 from coderag.errors import InvalidInput
@@ -18,7 +18,6 @@ from coderag.schemas import SearchRequest, SearchResponse
 from coderag.settings import get_settings
 from coderag_retriever import dictionary, retrieval
 from coderag_retriever.retrieval import RetrievedHit
-from coderag_retriever.search import routes_run
 from coderag_retriever.text import STOP_WORDS
 
 router = APIRouter(tags=["search"])
@@ -36,10 +35,14 @@ async def lifespan(_: FastAPI):
 
 
 class RetrieveResponse(BaseModel):
-    """Hits with code for the generator."""
+    """Hits with code for the generator, ranked by the routes that have all their data."""
 
     results: list[RetrievedHit]
     took_ms: float
+    routes_missing: list[str] = Field(
+        default_factory=list,
+        description="Routes left out because their vectors are still being written.",
+    )
 
 
 def _embedder(request: Request, settings: SettingsDep) -> QueryEmbedder:
@@ -82,16 +85,12 @@ def search(
         response_ms=took,
         status="ok",
     )
-    state = catalog.get_repo(body.repo)
-    ready, missing = stages.route_readiness(
-        {s: p.model_dump() for s, p in state.stages.items()}, state.complete, routes_run(settings)
-    )
     return SearchResponse(
         results=hits,
         took_ms=round(took, 2),
         below_gate=found.below_gate,
-        routes_ready=ready,
-        routes_missing=missing,
+        routes_ready=found.routes_ready,
+        routes_missing=found.routes_missing,
     )
 
 
@@ -106,7 +105,11 @@ def retrieve(
     """Like /search, with each unit's code and vector similarity; not audited (the caller is)."""
     start = time.perf_counter()
     query = _check(body, settings, catalog)
-    results = retrieval.retrieve(
-        body.repo, query, body.top_k, settings, _embedder(request, settings)
-    ).hits
-    return RetrieveResponse(results=results, took_ms=round((time.perf_counter() - start) * 1000, 2))
+    found = retrieval.retrieve(
+        body.repo, query, body.top_k, settings, _embedder(request, settings), ready_only=True
+    )
+    return RetrieveResponse(
+        results=found.hits,
+        took_ms=round((time.perf_counter() - start) * 1000, 2),
+        routes_missing=found.routes_missing,
+    )

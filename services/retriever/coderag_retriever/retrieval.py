@@ -9,13 +9,14 @@ from typing import Any
 
 from pydantic import Field
 
+from coderag import stages
 from coderag.embedding import QueryEmbedder
 from coderag.gate import below_gate
 from coderag.schemas import SearchHit
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag.store.graph import Graph
-from coderag_retriever.search import rank, to_hit
+from coderag_retriever.search import rank, routes_run, to_hit
 
 
 class RetrievedHit(SearchHit):
@@ -32,10 +33,13 @@ class RetrievedHit(SearchHit):
 
 @dataclass(frozen=True)
 class Retrieval:
-    """A question's hits, best first, and whether even the best is under the score gate."""
+    """A question's hits, best first, whether even the best is under the score gate, and the
+    routes that had all their data and those still waiting for vectors."""
 
     hits: list[RetrievedHit]
     below_gate: bool
+    routes_ready: list[str]
+    routes_missing: list[str]
 
     def dicts(self) -> list[dict[str, Any]]:
         """The hits as the generator reads them (the JSON of /retrieve)."""
@@ -49,10 +53,16 @@ def retrieve(
     settings: Settings,
     embedder: QueryEmbedder | None = None,
     with_code: bool = True,
+    ready_only: bool = False,
 ) -> Retrieval:
     """The ``top_k`` best units for a question with their similarity and, ``with_code``, their
     code and calls (/search leaves both out: reading the call graph costs a query per hit);
-    query vectors from ``embedder`` (default: the process's)."""
+    query vectors from ``embedder`` (default: the process's). A vector route still being
+    written searches the vectors written so far, or with ``ready_only`` (/ask) does not run,
+    so an answer's refusal reads the state its rule was fitted on."""
+    ready, missing = readiness(repo, settings)
+    if ready_only and missing:
+        settings = without_routes(settings, missing)
     ranked = rank(repo, query, top_k, settings, embedder)
     graph = Graph(get_catalog().db) if with_code else None
     symbols = {r.unit.id: r.unit.symbol for r in ranked}
@@ -66,4 +76,21 @@ def retrieve(
         )
         for r in ranked
     ]
-    return Retrieval(hits, below_gate([h.model_dump() for h in hits], settings.gate()))
+    gate = settings.gate() if not (ready_only and missing) else 0.0
+    return Retrieval(hits, below_gate([h.model_dump() for h in hits], gate), ready, missing)
+
+
+def readiness(repo: str, settings: Settings) -> tuple[list[str], list[str]]:
+    """(routes with all their data, routes still waiting for vectors) of a repository."""
+    state = get_catalog().get_repo(repo)
+    if state is None:
+        return routes_run(settings), []
+    return stages.route_readiness(
+        {s: p.model_dump() for s, p in state.stages.items()}, state.complete, routes_run(settings)
+    )
+
+
+def without_routes(settings: Settings, routes: list[str]) -> Settings:
+    """The settings with these routes left out of the search."""
+    kept = ",".join(f"{k}:{v}" for k, v in settings.weights().items() if k not in routes)
+    return settings.model_copy(update={"route_weights": kept})

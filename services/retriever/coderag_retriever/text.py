@@ -12,6 +12,11 @@ from coderag_retriever import dictionary as cedict
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# a Go receiver before its method, not a call's arguments: ``(*T).M`` but not ``f(x).y``
+_RECEIVER = r"(?<![\w)\]])\(\s*\*?\s*([A-Za-z_]\w*)\s*\)(?=\.[A-Za-z_])"
+# joined to names on both sides, so ``C# code``, ``#12``, ``a -> b`` and ``fe80::1`` stay prose
+_MEMBER_OP = r"(?<=\w)(?:::|->|#)(?=[A-Za-z_])"
+_MEMBER = re.compile(f"{_RECEIVER}|{_MEMBER_OP}")
 
 STOP_WORDS = frozenset(
     [
@@ -174,6 +179,11 @@ def split_identifier(word: str) -> list[str]:
     for piece in word.split("_"):
         parts += [p.lower() for p in _CAMEL.findall(piece)]
     return [p for p in parts if p]
+
+
+def qualified_names(text: str) -> str:
+    """``text`` with ``T::m``, ``T#m``, ``o->m``, ``(*T).m`` and ``(T).m`` written ``T.m``."""
+    return _MEMBER.sub(lambda m: m.group(1) or ".", text)
 
 
 def stem(word: str) -> str:

@@ -99,7 +99,8 @@ class LlamaCppBackend:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as exc:
             raise ConfigError(
-                "llama-cpp-python is not installed (pip install coderag[generator])"
+                "the llamacpp backend needs llama-cpp-python, which `make install` leaves out (it "
+                "compiles llama.cpp): run `make llm`, or pip install llama-cpp-python==0.3.36"
             ) from exc
         path = Path(settings.llm_model_path) if settings.llm_model_path else default_model_path()
         if not path.is_file():

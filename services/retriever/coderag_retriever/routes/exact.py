@@ -1,5 +1,6 @@
 """Exact route: identifiers the question names verbatim (``HTTPDigestAuth.build_digest_header``,
-``DEFAULT_REDIRECT_LIMIT``, ``click.echo``, `` `send()` ``), looked up in the symbol table. A plain
+``DEFAULT_REDIRECT_LIMIT``, ``click.echo``, `` `send()` ``, ``Type::method`` and the other member
+spellings ``text.qualified_names`` reads as ``Type.method``), looked up in the symbol table. A plain
 lower-case word counts only when written as code (backticks, a call, or after a dot), so "how is
 the request sent" does not pull in every ``send``."""
 
@@ -9,6 +10,7 @@ import re
 
 from coderag_retriever.index import RepoIndex
 from coderag_retriever.query import Query
+from coderag_retriever.text import qualified_names
 
 _IDENT = re.compile(r"(`?)([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(`?)(\(\))?")
 
@@ -24,7 +26,7 @@ def _code_like(word: str) -> bool:
 def mentioned(text: str) -> list[tuple[str, float]]:
     """Identifiers a question names, lower-cased, with how specific each mention is."""
     out: dict[str, float] = {}
-    for m in _IDENT.finditer(text):
+    for m in _IDENT.finditer(qualified_names(text)):
         ident, quoted, called = m.group(2), bool(m.group(1) and m.group(3)), bool(m.group(4))
         if len(ident) < 3:
             continue

@@ -8,9 +8,13 @@ import re
 
 from coderag_retriever.index import RepoIndex
 from coderag_retriever.query import Query
+from coderag_retriever.text import qualified_names
 
 MIN_PREFIX = 4
 """Shortest shared prefix that counts as a fuzzy match."""
+
+CONTAINER = 0.5
+"""Bonus for a symbol named only as the container of a named member (``Type`` in ``Type.m``)."""
 
 
 def _matches(word: str, vocabulary: dict[str, list[int]]) -> list[str]:
@@ -26,23 +30,28 @@ def _matches(word: str, vocabulary: dict[str, list[int]]) -> list[str]:
 _NAME = re.compile(r"[\w.]+")
 
 
-def _named(text: str) -> set[str]:
-    """Every whole name the text could be naming: each run of word characters and dots, and its
-    dotted prefixes (``session.get.x`` names ``session``, ``session.get`` and itself)."""
-    out: set[str] = set()
+def _named(text: str) -> dict[str, float]:
+    """Every whole name the text could be naming, with its bonus: each run of word characters and
+    dots and its dotted tails (``pkg.func`` names ``func``) 1.0, its dotted heads (``session.get``
+    names ``session``) ``CONTAINER``, so a member the question names outranks its type."""
+    out: dict[str, float] = {}
     for run in _NAME.findall(text):
-        parts = run.split(".")
-        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        parts = [p for p in run.split(".") if p]  # a sentence's full stop is not a member
+        for i in range(1, len(parts)):
+            head = ".".join(parts[:i])
+            out[head] = max(out.get(head, 0.0), CONTAINER)
+        for i in range(len(parts)):
+            out[".".join(parts[i:])] = 1.0
     return out
 
 
-def _mentions(text: str, symbol: str, named: set[str]) -> bool:
-    """Whether the question names the symbol as a whole word (``order`` is not in
+def _mentions(text: str, symbol: str, named: dict[str, float]) -> float:
+    """How wholly the question names the symbol as a whole word (``order`` is not in
     ``processorder``); ``named`` is ``_named(text)``, computed once per question, since a common
     word matches thousands of symbols in a large repository."""
     if _NAME.fullmatch(symbol):
-        return symbol in named
-    return re.search(rf"(?<![\w.]){re.escape(symbol)}(?![\w])", text) is not None
+        return named.get(symbol, 0.0)
+    return 1.0 if re.search(rf"(?<![\w.]){re.escape(symbol)}(?![\w])", text) else 0.0
 
 
 def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
@@ -56,10 +65,12 @@ def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
             for pos in vocab[token]:
                 hits.setdefault(pos, set()).add(token)
     scored = []
-    named = _named(query.lowered)
+    text = qualified_names(query.lowered)
+    named = _named(text)
     for pos, matched in hits.items():
         parts = index.symbol_tokens[pos]
-        exact = 1.0 if _mentions(query.lowered, index.units[pos].symbol.lower(), named) else 0.0
+        symbol = qualified_names(index.units[pos].symbol.lower())
+        exact = _mentions(text, symbol, named)
         scored.append((pos, len(matched) / (len(parts) ** 0.5) + len(matched) * 0.1 + exact))
     scored.sort(key=lambda p: (-p[1], p[0]))
     return scored[:n]
