@@ -6,6 +6,11 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+# llama.cpp for the AVX2 + FMA + F16C that every x86-64 machine of this kind has, not -march=native:
+# a native build on a CPU that reports AMX and AVX-512 crashed on its first decode here, and a
+# wheel pip cached on one machine may run on another
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+	-DGGML_F16C=ON
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 LLM_STAMP := $(VENV)/.llm-$(shell grep -i '^llama.cpp.python' requirements.lock | sha1sum | cut -c1-12)
 REPO ?= .
@@ -32,7 +37,7 @@ llm: $(LLM_STAMP)
 
 $(LLM_STAMP): $(STAMP)
 	grep -i '^llama.cpp.python' requirements.lock > $(VENV)/requirements-llm.txt
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PIP) install -q -r $(VENV)/requirements-llm.txt
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q -r $(VENV)/requirements-llm.txt
 	rm -f $(VENV)/.llm-*
 	touch $@
 
@@ -85,7 +90,6 @@ engine:
 # async-timeout: redis needs it below Python 3.11.3, and bookworm's python3 is 3.11.2
 # GPU: WHEELHOUSE=wheelhouse-gpu TORCH_INDEX=<a CUDA index> LLAMA_CMAKE_ARGS="-DGGML_CUDA=on".
 TORCH_INDEX ?=
-LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 wheelhouse: $(WHEELHOUSE)/.complete
 $(WHEELHOUSE)/.complete: requirements.lock pyproject.toml
 	mkdir -p $(WHEELHOUSE)/debs

@@ -14,6 +14,9 @@ folder, sorted, until LINES lines), times:
 * a one-file commit: the reindex call to complete;
 * the server's peak RSS (VmHWM).
 
+The second and later corpora index while the one before is queried, so their index times include
+that load; ``--index-only`` times each corpus alone instead (and measures nothing else).
+
     python bench/fetch.py
     python bench/index_speed.py --config default --config today \\
         --corpus chi --corpus toml_rs --corpus django:100000 [--questions chi --questions toml_rs]
@@ -282,8 +285,11 @@ def one_file_commit(client: httpx.Client, name: str, root: Path) -> float:
     return wait_indexed(client, name, t0)["complete_s"]
 
 
-def run_config(name: str, corpora: list[Path], qs: dict[str, list[str]], load_s: float) -> dict:
-    """Every figure of one configuration."""
+def run_config(
+    name: str, corpora: list[Path], qs: dict[str, list[str]], load_s: float, index_only: bool
+) -> dict:
+    """Every figure of one configuration; ``index_only``: each corpus indexed alone, after the
+    last one completed, and no latency, load or commit figures (nothing shares the cores)."""
     env = CONFIGS[name]
     tmp = Path(tempfile.mkdtemp(prefix=f"index-speed-{name}-"))
     data, port = tmp / "data", free_port()
@@ -298,7 +304,7 @@ def run_config(name: str, corpora: list[Path], qs: dict[str, list[str]], load_s:
                 repo = root.name
                 t0 = time.perf_counter()
                 client.post("/repos", json={"name": repo, "path": str(root)}).raise_for_status()
-                if i == 0:
+                if i == 0 or index_only:
                     got = wait_indexed(client, repo, t0)
                 else:
                     # the previous corpus is queried while this one indexes
@@ -310,6 +316,10 @@ def run_config(name: str, corpora: list[Path], qs: dict[str, list[str]], load_s:
                 entry = {"lines": lines, **got}
                 entry["lines_per_s_searchable"] = round(lines / got["searchable_s"], 1)
                 entry["lines_per_s_complete"] = round(lines / got["complete_s"], 1)
+                if index_only:
+                    res["corpora"][repo] = entry
+                    print(json.dumps({name: {repo: entry}}), flush=True)
+                    continue
                 entry["idle"] = {lang: timed(client, repo, q) for lang, q in qs.items()}
                 entry["load"] = {
                     lang: asyncio.run(_load(base, repo, q, load_s)) for lang, q in qs.items()
@@ -327,6 +337,7 @@ def run_config(name: str, corpora: list[Path], qs: dict[str, list[str]], load_s:
         flop = sum(FLOP_PER_TOKEN[s] * n for s, n in toks.items())
         entry["tokens_read"] = toks
         entry["peak_share"] = round(flop / entry["complete_s"] / (PEAK_GFLOPS * 1e9), 3)
+    res["index_only"] = index_only
     return res
 
 
@@ -350,9 +361,9 @@ def report(results: list[dict]) -> str:
                 f"| {r['config']} | {r['load1_before']:.2f} | {name} | {e['lines']} | "
                 f"{e['units']} | {e['searchable_s']:.1f} | {e['complete_s']:.1f} | "
                 f"{e['lines_per_s_complete']:.0f} | {t.get('vector', 0)} / {t.get('vector2', 0)} "
-                f"| {e['peak_share']:.2f} | {e['one_file_commit_s']} | {r['peak_rss_mb']} |"
+                f"| {e['peak_share']:.2f} | {e.get('one_file_commit_s')} | {r['peak_rss_mb']} |"
             )
-            for lang, i in e["idle"].items():
+            for lang, i in e.get("idle", {}).items():
                 b = e.get("busy", {}).get(lang, {})
                 ld = e["load"][lang]
                 lat.append(
@@ -372,6 +383,11 @@ def main() -> int:
     ap.add_argument("--questions", action="append", help="corpora whose questions are asked")
     ap.add_argument("--load-s", type=float, default=30.0)
     ap.add_argument("--out", type=Path, help="also write the JSON here")
+    ap.add_argument(
+        "--index-only",
+        action="store_true",
+        help="index each corpus alone, one after the other; no latency, load or commit figures",
+    )
     args = ap.parse_args()
     configs = args.config or ["default"]
     specs = args.corpus or ["chi", "toml_rs", "django:100000"]
@@ -381,7 +397,7 @@ def main() -> int:
     for config in configs:
         # a fresh copy per configuration: the one-file commit changes it
         roots = [prepare(spec, tmp / config) for spec in specs]
-        results.append(run_config(config, roots, qs, args.load_s))
+        results.append(run_config(config, roots, qs, args.load_s, args.index_only))
     text = report(results)
     print(text)
     print(json.dumps(results))

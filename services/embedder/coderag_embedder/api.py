@@ -16,7 +16,7 @@ from coderag.embedding import MAX_TEXT_CHARS, MAX_TEXTS
 from coderag.errors import Conflict, NotFound
 from coderag.responses import errors
 from coderag.settings import get_settings
-from coderag_embedder.encoder import get_encoder, get_encoders
+from coderag_embedder.encoder import get_encoders
 from coderag_embedder.rerank import score
 
 router = APIRouter(tags=["embedder"])
@@ -26,8 +26,9 @@ Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 
 @asynccontextmanager
 async def lifespan(_: FastAPI):
-    """Load the encoder now: a bad model directory stops startup, not the first index."""
-    await run_in_threadpool(get_encoder, get_settings())
+    """Load the encoders now (the packaged e5 is converted on the first start): a bad model
+    directory stops startup, and the first index does not wait for a model to load."""
+    await run_in_threadpool(get_encoders, get_settings())
     yield
 
 

@@ -202,7 +202,7 @@ class TorchE5Encoder:
 
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device, self.batch_size = device, batch_size
+        self.device = device
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         model = AutoModel.from_pretrained(model_dir, local_files_only=True, add_pooling_layer=False)
@@ -210,6 +210,8 @@ class TorchE5Encoder:
         self.precision = "fp32"
         if reduced:
             model, self.precision = reduce_precision(model, device)
+            batch_size = one_per_forward(self.precision, batch_size)
+        self.batch_size = batch_size
         self.model = model
         self.window = min(max_tokens - 2, WINDOW) if max_tokens else WINDOW
         self.truncate = bool(max_tokens)
@@ -281,3 +283,10 @@ def reduce_precision(model: Any, device: str) -> tuple[Any, str]:
         return torch.ao.quantization.quantize_dynamic(
             model, {torch.nn.Linear}, dtype=torch.qint8
         ), "int8"
+
+
+def one_per_forward(precision: str, batch_size: int) -> int:
+    """The batch size for a precision: int8 quantizes each forward's activations with one scale,
+    so a text batched with others would get a vector that depends on them; one text per forward
+    keeps each vector its own, and on CPU costs nothing (no padding; bench/encoder_levers.py)."""
+    return 1 if precision == "int8" else batch_size

