@@ -44,9 +44,6 @@ DATA = HERE / ".cache" / "answers-data"
 HITS = HERE / ".cache" / "answers-hits"
 """Each corpus's retrieved hits, kept for ``--reuse-hits`` (answer-side changes only)."""
 
-VECTOR_ROUTES = ["vector", "vector2", "cluster"]
-"""The routes ``--lexical`` leaves out, as ``/ask`` does before any vector is written."""
-
 MISSING: list[str] = []
 """The routes answers are told are missing (``--lexical``)."""
 os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
@@ -63,6 +60,7 @@ from coderag import embedding  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
+from coderag.stages import VECTOR_ROUTES  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
 from coderag_app.server import load_jobs  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
@@ -267,8 +265,9 @@ def run(args: argparse.Namespace) -> str:
     settings = get_settings()
     if args.lexical:
         HITS = HITS.with_name("answers-hits-lexical")
-        MISSING[:] = VECTOR_ROUTES
-        settings = retrieval.without_routes(settings, VECTOR_ROUTES)
+        # the routes /ask leaves out before any vector is written
+        MISSING[:] = list(VECTOR_ROUTES)
+        settings = retrieval.without_routes(settings, MISSING)
     corpora = [
         c
         for c in load_corpora()

@@ -233,8 +233,8 @@ def tokens_read(data: Path, repo: str, env: dict[str, str]) -> dict[str, int]:
 
     from coderag.settings import Settings
     from coderag.store import get_catalog, reset_stores
-    from coderag_embedder.e5_torch import E5Tokenizer
-    from coderag_embedder.encoder import E5_SMALL_TOKENS, converted_e5, default_model_dir, unit_text
+    from coderag_embedder.e5_torch import E5_SMALL_TOKENS, E5Tokenizer
+    from coderag_embedder.encoder import converted_e5, default_model_dir, unit_text
 
     os.environ["CODERAG_DATA_DIR"] = str(data)
     reset_stores()

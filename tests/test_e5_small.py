@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from coderag.settings import Settings
-from coderag_embedder.e5_torch import TorchE5Encoder
-from coderag_embedder.encoder import E5_SMALL_TOKENS, get_encoders
+from coderag_embedder.e5_torch import E5_SMALL_TOKENS, TorchE5Encoder
+from coderag_embedder.encoder import get_encoders
 from tests.conftest import FIXTURES
 
 SHORT = "def refund(order):\n    return order.total\n"

