@@ -193,6 +193,20 @@ def test_rules_leave_benchmark_questions_alone() -> None:
     assert refusal.missing_terms("Where does ProcesOrder use HTTP/2?", hits) == ["HTTP/2"]
 
 
+def test_example_values_are_not_terms_the_code_must_name() -> None:
+    """A value the question imagines as an input is no reason to refuse (issue 21): a literal,
+    or a term right after an example marker; a plain number, or a term after "unlike", still
+    counts."""
+    ask = refusal.named_terms
+    assert ask("When I write a range like 3..7 in an expression, where is it lexed?") == []
+    assert ask("Where is a version such as 1.2.3 or a float like -1.5 parsed?") == []
+    assert ask("How is a header such as X-Request-Id copied, e.g. `TraceID`?") == []
+    assert ask("比如 MyStruct 这样的名字在哪里解析？") == []
+    assert ask("Where do we answer 503 unlike OAuth2?") == ["503", "OAuth2"]
+    hits = [{"file": "lexer.rs", "symbol": "Lexer.number", "text": "fn number(&mut self) {}"}]
+    assert refusal.missing_terms("Where is a range like 3..7 told from a float?", hits) == []
+
+
 @pytest.mark.slow
 def test_the_learned_rule_decides_refusal_with_the_packaged_encoders(
     client: TestClient, sample_repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

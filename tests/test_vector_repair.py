@@ -1,20 +1,24 @@
 """The catalog and Chroma agree after a crash at any point: every vector carries the content hash
-of the unit text it encodes, and the repair pass of each index fixes vectors that are missing,
-orphaned, stale (an older text's vector under a current id) or without a hash."""
+of the unit text it encodes, and the repair pass of the next index after a chain that did not
+finish fixes vectors that are missing, orphaned, stale (an older text's vector under a current
+id) or without a hash. A chain that starts from matching collections writes only its own
+changes: a one-file commit does not read every vector of the repository."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import git
 import numpy as np
 import pytest
 
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
-from coderag.store import get_catalog, get_vectors
-from coderag.store.vectors import collection_name
+from coderag.store import get_catalog, get_vectors, stage_rows
+from coderag.store.vectors import VectorStore, collection_name
 from coderag_embedder.encoder import get_encoder
+from tests.conftest import commit_all
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +55,8 @@ def test_repair_fixes_stale_hashless_missing_and_orphaned_vectors(sample_repo: P
     col.add(ids=[hashless], embeddings=[wrong.tolist()], metadatas=[bare])
     col.delete(ids=[missing])
     col.upsert(ids=["orphan"], embeddings=[wrong.tolist()], metadatas=[{"file": "gone.py"}])
+    # what a chain that died mid-write leaves behind: its mark, never made clean
+    stage_rows.open_vector_chain(cat.db, "agree", "a-chain-that-died")
 
     out = run_now(IndexRepo(repo="agree"))  # nothing changed on disk: only the repair works
     assert out["files"] == []
@@ -59,3 +65,31 @@ def test_repair_fixes_stale_hashless_missing_and_orphaned_vectors(sample_repo: P
     for i, e in zip(fixed["ids"], fixed["embeddings"], strict=True):
         assert np.allclose(np.array(e), good[i], atol=1e-5), f"{i}: the current text's vector"
     assert get_catalog().get_repo("agree").status == "ready"
+
+
+def test_a_chain_from_matching_collections_writes_only_its_changes(
+    sample_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cat = get_catalog()
+    cat.create_repo("steady", str(sample_repo), None, None)
+    run_now(IndexRepo(repo="steady"))
+    reads: list[str] = []
+    whole = VectorStore.hashes
+
+    def counted(self: VectorStore, repo: str, *args: object, **kwargs: object) -> dict:
+        reads.append(repo)
+        return whole(self, repo, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(VectorStore, "hashes", counted)
+    target = next((sample_repo / "src").rglob("*.py"))
+    target.write_text(target.read_text() + "\n\ndef added_later(x):\n    return x * 2\n")
+    commit_all(git.Repo(sample_repo), "one file")
+    out = run_now(IndexRepo(repo="steady"))
+    assert out["files"] == [str(target.relative_to(sample_repo))]
+    assert reads == [], "a one-file commit read every vector of the repository"
+    assert whole(get_vectors(), "steady") == cat.unit_hashes("steady")
+
+    stage_rows.open_vector_chain(cat.db, "steady", "a-chain-that-died")
+    run_now(IndexRepo(repo="steady"))
+    assert reads == ["steady"], "after a chain that died, every vector is compared"
+    assert whole(get_vectors(), "steady") == cat.unit_hashes("steady")

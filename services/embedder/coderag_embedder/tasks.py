@@ -12,7 +12,7 @@ from coderag.errors import NotFound
 from coderag.jobs import EmbedFiles, RefreshRepo, handles
 from coderag.queue import enqueue
 from coderag.settings import get_settings
-from coderag.store import get_catalog, get_vectors
+from coderag.store import get_catalog, get_vectors, stage_rows
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_embedder import cache
 from coderag_embedder.encoder import get_encoders, text_key, unit_text
@@ -73,28 +73,37 @@ def _embed_repo(name: str, reg: str, payload: dict[str, Any]) -> tuple[int, int]
     commit = payload.get("commit") or ""
     encoders = get_encoders()
     changed = sorted(set(payload.get("files", [])))
-    # A one-file push reads only that file's units; for the rest only (id, content hash) pairs
-    # are compared, so a reindex converges to one current vector per unit after any crash.
+    # A one-file push reads only that file's units. When the chain began from collections that
+    # matched the catalog, that is all it owes; otherwise (a chain died, the encoders changed)
+    # every vector's content hash is compared with the catalog's, so the index converges to one
+    # current vector per unit after any crash.
     if len(changed) > FILES_BY_QUERY:
         wanted = set(changed)
         units = [u for u in catalog.units(name) if u.file in wanted]
     else:
         units = catalog.units(name, changed)
+    fingerprint = ",".join(f"{s}={e.name}" for s, e in sorted(encoders.items()))
+    own_changes_only = stage_rows.vectors_follow_chain(
+        catalog.db, name, payload.get("lease"), fingerprint
+    )
     encoded = written = 0
-    expected = catalog.unit_hashes(name)
+    expected = {} if own_changes_only else catalog.unit_hashes(name)
     for space, encoder in encoders.items():
         stages.advance(catalog, name, space, 0, len(units))
         encoded += _embed(name, units, commit, encoder, space, reg)
         vectors.delete(name, payload.get("stale_ids", []), space, reg)
-        stored = vectors.hashes(name, space, reg)
-        redo = {uid for uid, h in expected.items() if stored.get(uid) != h}
-        missing = list(catalog.units_by_id(redo).values())
-        encoded += _embed(name, missing, commit, encoder, space, reg, len(units))
+        missing: list[Any] = []
+        if not own_changes_only:
+            stored = vectors.hashes(name, space, reg)
+            redo = {uid for uid, h in expected.items() if stored.get(uid) != h}
+            missing = list(catalog.units_by_id(redo).values())
+            encoded += _embed(name, missing, commit, encoder, space, reg, len(units))
+            vectors.delete(name, sorted(set(stored) - set(expected)), space, reg)
         written += len(units) + len(missing)
         stages.advance(catalog, name, space, len(units) + len(missing), len(units) + len(missing))
-        vectors.delete(name, sorted(set(stored) - set(expected)), space, reg)
     for space in set(SPACE_PREFIXES) - set(encoders):
         vectors.drop(name, space, reg)  # a second encoder switched off: its vectors go stale
+    stage_rows.mark_vectors_clean(catalog.db, name, reg, fingerprint)
     return written, encoded
 
 

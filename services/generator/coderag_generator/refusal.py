@@ -42,6 +42,8 @@ _PUNCT = re.compile(r"[,.;:?!，。；：？！]")
 _TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+#/-]*[A-Za-z0-9_+#]|[A-Za-z0-9_]")
 _IDENT = re.compile(r"[A-Za-z_][\w.]*(?:\(\))?$")
 _SENTENCE_START = "'\"“‘`([{.?!:;,，。？！：；、（"
+_LITERAL = re.compile(r"[+-]?\d+(?:[.:,/]+\d+)+")
+_QUOTES = " '\"“‘`"
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class Rules:
     filler: tuple[re.Pattern[str], ...]
     judgements: tuple[_Judgement, ...]
     generic: frozenset[str]
+    example: tuple[str, ...]
 
 
 def _compile(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
@@ -102,6 +105,7 @@ def rules(lang: str) -> Rules:
             for j in vague["judgement"]
         ),
         generic=frozenset(w.lower() for w in data.get("absent", {}).get("generic", [])),
+        example=tuple(w.lower() for w in data.get("absent", {}).get("example", [])),
     )
 
 
@@ -189,13 +193,19 @@ def named_terms(query: str) -> list[str]:
     """The specific things a question names: identifiers (``parse_args``, ``Session.get``),
     acronyms and camel case (``YAML``, ``PowerShell``), capitalised words inside a sentence,
     numbers with letters or digits (``503``, ``HTTP/2``), and any Latin word of a Chinese
-    question."""
+    question. Example values are not among them: a literal such as ``3..7`` or ``1.5``, or a
+    term right after "like", "e.g." or "例如" is an input the question imagines, which the
+    code that handles it need not spell out."""
     chinese = has_han(query)
-    generic = set().union(*(r.generic for r in _all_rules()))
+    rule_sets = _all_rules()
+    generic = set().union(*(r.generic for r in rule_sets))
+    examples = tuple(w for r in rule_sets for w in r.example)
     out: list[str] = []
     for m in _TOKEN.finditer(query):
         term = m.group().rstrip(".")
         before = query[: m.start()].rstrip()
+        if _LITERAL.fullmatch(term) or _follows_example(before, examples):
+            continue
         starts_sentence = not before or before[-1] in _SENTENCE_START
         shaped = (
             any(c.isupper() for c in term[1:])
@@ -207,6 +217,18 @@ def named_terms(query: str) -> list[str]:
         if len(term) >= 2 and (shaped or chinese) and term.lower() not in generic:
             out.append(term)
     return list(dict.fromkeys(out))
+
+
+def _follows_example(before: str, markers: tuple[str, ...]) -> bool:
+    """Whether the text before a term ends with an example marker ("like", "such as", "比如"),
+    a quote between them allowed; a Latin marker must start a word ("unlike" is not "like")."""
+    text = before.lower().rstrip(_QUOTES)
+    for marker in markers:
+        if text.endswith(marker):
+            start = len(text) - len(marker)
+            if not marker[0].isascii() or start == 0 or not text[start - 1].isalnum():
+                return True
+    return False
 
 
 def _alnum(text: str) -> str:

@@ -74,6 +74,7 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
     token = lease.start_chain(catalog, name, settings.job_lease_s)
     if token is None:
         return {"repo": name, "skipped": "running"}  # it runs once more when that chain ends
+    stage_rows.open_vector_chain(catalog.db, name, token)
     fields: dict[str, Any] = {"error": None, "progress": "walking"}
     if repo.status != "ready":
         fields["status"] = "indexing"

@@ -88,17 +88,17 @@ class Postings:
     def scores(self, tokens: list[str]) -> np.ndarray:
         """BM25 score of every slot for a query; a repeated query token counts again, as in
         bm25s."""
+        # the lock covers the snapshot only, so concurrent queries score in parallel; updates
+        # never change a slot in use, and lengths is copied for one that frees a slot meanwhile
         with self._lock:
-            out = np.zeros(self.slots, dtype=np.float64)
             if not self.live:
-                return out
-            n, average = self.live, self.total_length / self.live
-            for term in tokens:
-                arrays = self._term(term)
-                if arrays is None:
-                    continue
-                slots, tf = arrays
-                idf = math.log(1 + (n - len(slots) + 0.5) / (len(slots) + 0.5))
-                norm = K1 * ((1 - B) + B * self.lengths[slots] / average)
-                out[slots] += idf * tf / (norm + tf)
-            return out
+                return np.zeros(self.slots, dtype=np.float64)
+            n, average, slots = self.live, self.total_length / self.live, self.slots
+            lengths = self.lengths[:slots].copy()
+            postings = [a for a in map(self._term, tokens) if a is not None]
+        out = np.zeros(slots, dtype=np.float64)
+        for ids, tf in postings:
+            idf = math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5))
+            norm = K1 * ((1 - B) + B * lengths[ids] / average)
+            out[ids] += idf * tf / (norm + tf)
+        return out

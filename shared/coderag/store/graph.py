@@ -20,6 +20,9 @@ CALLABLE_KINDS = ("function", "method")
 MAX_CANDIDATES = 3
 """A bare name with more definitions than this is too ambiguous to link."""
 
+NAMES_PER_QUERY = 400
+"""Names looked up in one query (SQLite allows 999 parameters in older builds)."""
+
 
 @dataclass(frozen=True)
 class Edge:
@@ -36,18 +39,33 @@ def _type_name(receiver_type: str) -> str:
 
 
 class Graph:
-    """Callers, callees, reference counts and test coverage of one repository's units."""
+    """Callers, callees, reference counts and test coverage of one repository's units.
+
+    A graph remembers the edges and definitions it has read: make one per request or job, so a
+    search that walks the same seeds twice (expansion, then the ranker's adjacency) reads each
+    once, and no answer reads edges older than its request."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._named: dict[tuple[str, str], list] = {}
+        self._edges: dict[tuple[str, str, str], list[Edge]] = {}
 
-    def _definitions(self, repo: str, name: str) -> list:
-        """Callable definitions named ``name`` (qualified, file, unit_id rows)."""
-        return self.db.read(
-            "SELECT qualified, file, unit_id FROM symbols WHERE repo=? AND name=? AND kind IN "
-            f"({','.join('?' * len(CALLABLE_KINDS))}) AND unit_id IS NOT NULL",
-            (repo, name, *CALLABLE_KINDS),
-        )
+    def _definitions(self, repo: str, names: set[str]) -> dict[str, list]:
+        """Callable definitions of each name (qualified, file, unit_id rows), read in one query
+        for the names not read before."""
+        todo = sorted(n for n in names if (repo, n) not in self._named)
+        for i in range(0, len(todo), NAMES_PER_QUERY):
+            part = todo[i : i + NAMES_PER_QUERY]
+            found: dict[str, list] = {n: [] for n in part}
+            for r in self.db.read(
+                "SELECT name, qualified, file, unit_id FROM symbols WHERE repo=? AND name IN "
+                f"({','.join('?' * len(part))}) AND kind IN "
+                f"({','.join('?' * len(CALLABLE_KINDS))}) AND unit_id IS NOT NULL",
+                (repo, *part, *CALLABLE_KINDS),
+            ):
+                found[r["name"]].append(r)
+            self._named.update({(repo, n): rows for n, rows in found.items()})
+        return {n: self._named[(repo, n)] for n in names}
 
     @staticmethod
     def _pick(rows: list, receiver_type: str, file: str) -> list[str]:
@@ -66,39 +84,44 @@ class Graph:
 
     def callees(self, repo: str, unit_id: str) -> list[Edge]:
         """Units the given unit calls."""
-        out: list[Edge] = []
-        definitions: dict[str, list] = {}  # one lookup per name, however often it is called
-        for r in self.db.read(
-            "SELECT file, callee, receiver_type, line FROM calls WHERE caller_id=?", (unit_id,)
-        ):
-            name = r["callee"]
-            if name not in definitions:
-                definitions[name] = self._definitions(repo, name)
-            for target in self._pick(definitions[name], r["receiver_type"], r["file"]):
-                if target != unit_id:
-                    out.append(Edge(unit_id, target, name, r["line"]))
-        return out
+        key = (repo, unit_id, "callees")
+        if key not in self._edges:
+            sites = self.db.read(
+                "SELECT file, callee, receiver_type, line FROM calls WHERE caller_id=?", (unit_id,)
+            )
+            definitions = self._definitions(repo, {r["callee"] for r in sites})
+            self._edges[key] = [
+                Edge(unit_id, target, r["callee"], r["line"])
+                for r in sites
+                for target in self._pick(definitions[r["callee"]], r["receiver_type"], r["file"])
+                if target != unit_id
+            ]
+        return self._edges[key]
 
     def callers(self, repo: str, unit_id: str) -> list[Edge]:
         """Units that call the given unit."""
-        names = {
-            r["name"]
-            for r in self.db.read(
-                "SELECT name FROM symbols WHERE repo=? AND unit_id=?", (repo, unit_id)
-            )
-        }
-        out: list[Edge] = []
-        for name in names:
-            definitions = self._definitions(repo, name)
-            for r in self.db.read(
-                "SELECT caller_id, file, receiver_type, line FROM calls WHERE repo=? AND callee=?",
-                (repo, name),
-            ):
-                if r["caller_id"] != unit_id and unit_id in self._pick(
-                    definitions, r["receiver_type"], r["file"]
+        key = (repo, unit_id, "callers")
+        if key not in self._edges:
+            names = {
+                r["name"]
+                for r in self.db.read(
+                    "SELECT name FROM symbols WHERE repo=? AND unit_id=?", (repo, unit_id)
+                )
+            }
+            definitions = self._definitions(repo, names)
+            out: list[Edge] = []
+            for name in sorted(names):
+                for r in self.db.read(
+                    "SELECT caller_id, file, receiver_type, line FROM calls "
+                    "WHERE repo=? AND callee=?",
+                    (repo, name),
                 ):
-                    out.append(Edge(r["caller_id"], unit_id, name, r["line"]))
-        return out
+                    if r["caller_id"] != unit_id and unit_id in self._pick(
+                        definitions[name], r["receiver_type"], r["file"]
+                    ):
+                        out.append(Edge(r["caller_id"], unit_id, name, r["line"]))
+            self._edges[key] = out
+        return self._edges[key]
 
     def neighbourhood(self, repo: str, unit_ids: list[str], depth: int = 2) -> dict[str, int]:
         """Units within ``depth`` calls of the given ones (either direction) -> distance."""
@@ -149,18 +172,17 @@ class Graph:
 
     def tested(self, repo: str) -> set[str]:
         """Units called from test code (TestCoverageHint)."""
-        out: set[str] = set()
-        definitions: dict[str, list] = {}
-        for r in self.db.read(
+        sites = self.db.read(
             "SELECT c.callee, c.receiver_type, c.file FROM calls c JOIN units u "
             "ON u.id = c.caller_id WHERE c.repo=? AND u.is_test=1",
             (repo,),
-        ):
-            name = r["callee"]
-            if name not in definitions:
-                definitions[name] = self._definitions(repo, name)
-            out.update(self._pick(definitions[name], r["receiver_type"], r["file"]))
-        return out
+        )
+        definitions = self._definitions(repo, {r["callee"] for r in sites})
+        return {
+            unit
+            for r in sites
+            for unit in self._pick(definitions[r["callee"]], r["receiver_type"], r["file"])
+        }
 
 
 def _imports_file(module: str, path: str) -> bool:

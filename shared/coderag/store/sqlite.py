@@ -138,6 +138,7 @@ ADDED_COLUMNS = (
     ("repos", "stages", "TEXT NOT NULL DEFAULT '{}'"),
     ("repos", "searchable_at", "TEXT"),
     ("files", "blamed", "INTEGER NOT NULL DEFAULT 1"),
+    ("repos", "vectors_mark", "TEXT"),
 )
 """Columns added after the first release: (table, column, declaration), added to older files."""
 

@@ -62,3 +62,42 @@ def advance(db: Database, name: str, space: str, done: int, total: int) -> None:
         conn.execute("UPDATE repos SET stages=? WHERE name=?", (json.dumps(state), name))
 
     db.write(write)
+
+
+def open_vector_chain(db: Database, name: str, token: str) -> None:
+    """At the start of chain ``token``, before it changes any unit: the chain may write only
+    the vectors of what it changes when the last chain left the collections matching the
+    catalog (marked ``clean``); otherwise (a chain that died, a first index) its embed stage
+    compares every vector with the catalog."""
+
+    def write(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "UPDATE repos SET vectors_mark = CASE WHEN vectors_mark LIKE 'clean:%' "
+            "THEN 'chain:' || ? || substr(vectors_mark, 6) ELSE NULL END WHERE name=?",
+            (token, name),
+        )
+
+    db.write(write)
+
+
+def vectors_follow_chain(db: Database, name: str, token: str | None, encoders: str) -> bool:
+    """Whether chain ``token`` started from collections that matched the catalog, written by
+    these ``encoders`` (their names, joined), so writing the vectors of its own changes keeps
+    them matching."""
+    if not token:
+        return False
+    rows = db.read("SELECT vectors_mark FROM repos WHERE name=?", (name,))
+    return bool(rows) and rows[0]["vectors_mark"] == f"chain:{token}:{encoders}"
+
+
+def mark_vectors_clean(db: Database, name: str, registration: str, encoders: str) -> None:
+    """Record that the registration's collections match the catalog, as these ``encoders``
+    wrote them."""
+
+    def write(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "UPDATE repos SET vectors_mark=? WHERE name=? AND COALESCE(uid, '')=?",
+            (f"clean:{encoders}", name, registration),
+        )
+
+    db.write(write)
