@@ -74,7 +74,8 @@ class Graph:
         if not rows:
             return []
         if receiver_type:
-            typed = [r for r in rows if _type_name(receiver_type) in r["qualified"]]
+            owner = _type_name(receiver_type)
+            typed = [r for r in rows if owner in r["qualified"]]
             if typed:
                 return [r["unit_id"] for r in typed]
         local = [r for r in rows if r["file"] == file]
