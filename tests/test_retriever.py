@@ -3,6 +3,7 @@ expansion, MMR and a cross-encoder rerank — on real repositories, vectors and 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import git
@@ -16,11 +17,11 @@ from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, vote
-from coderag_retriever.index import assemble, bm25_scores
+from coderag_retriever.index import assemble, bm25_scores, get_index_cache
 from coderag_retriever.postings import Postings
 from coderag_retriever.search import rank
 from coderag_retriever.shards import FileShard, drop_shard, make_shard
-from tests.conftest import commit_all
+from tests.conftest import commit_all, indexed
 from tests.tinymodels import build_tiny_roberta
 
 CHAIN = {
@@ -291,3 +292,20 @@ def test_second_encoder_feeds_the_vector2_route(
         )
         == []
     )
+
+
+def test_a_restarted_server_builds_its_indexes_before_the_first_question(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from coderag_app.server import create_app
+
+    with indexed(tmp_path / "warm", "warm", CHAIN):
+        pass
+    cache = get_index_cache()
+    cache.forget("warm")  # what a new process starts with
+    with TestClient(create_app()):
+        for _ in range(600):
+            if cache.holds("warm"):
+                break
+            time.sleep(0.1)
+        assert cache.holds("warm"), "no index was built at startup"

@@ -16,7 +16,9 @@ from coderag.redact import redact
 from coderag.responses import errors
 from coderag.schemas import SearchRequest, SearchResponse
 from coderag.settings import get_settings
+from coderag.store import get_catalog
 from coderag_retriever import dictionary, retrieval
+from coderag_retriever.index import get_index_cache
 from coderag_retriever.retrieval import RetrievedHit
 from coderag_retriever.text import STOP_WORDS
 
@@ -25,12 +27,13 @@ router = APIRouter(tags=["search"])
 
 @asynccontextmanager
 async def lifespan(_: FastAPI):
-    """Indexes are built on first use and kept per generation; an embedder for queries must
-    be reachable by configuration (its URL, or in this process), and the Chinese dictionary
-    installed when it is on, else startup stops."""
+    """Indexes are built in the background at startup and kept per generation; an embedder for
+    queries must be reachable by configuration (its URL, or in this process), and the Chinese
+    dictionary installed when it is on, else startup stops."""
     query_embedder()
     if get_settings().zh_dictionary:
         dictionary.warm(STOP_WORDS)
+    get_index_cache().warm(get_catalog())
     yield
 
 

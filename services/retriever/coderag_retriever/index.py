@@ -8,6 +8,7 @@ process (an rq worker in compose) on its next query.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from coderag.store import clusters as cluster_table
 from coderag_retriever import shards
 from coderag_retriever.postings import Postings
 from coderag_retriever.shards import FileShard
+
+log = logging.getLogger(__name__)
 
 REBUILD_SHARE = 0.25
 """A new generation that changed more than this share of the files is read whole (one query
@@ -219,6 +222,28 @@ class IndexCache:
         """Drop a repository's index."""
         with self._lock(repo):
             self._indexes.pop(repo, None)
+
+    def holds(self, repo: str) -> bool:
+        """Whether a repository's index is in memory."""
+        return repo in self._indexes
+
+    def warm(self, catalog: Catalog) -> threading.Thread:
+        """Build every searchable repository's index in the background (the returned thread),
+        so the first question or commit after a restart does not wait for it (1.5 s for 100k
+        lines)."""
+
+        def build_all() -> None:
+            for repo in catalog.list_repos():
+                if repo.status != "ready":
+                    continue
+                try:
+                    self.get(catalog, repo.name)
+                except Exception as exc:  # the first query builds it again and reports why
+                    log.warning("index of %s not built ahead: %s", repo.name, exc)
+
+        thread = threading.Thread(target=build_all, name="index-warm", daemon=True)
+        thread.start()
+        return thread
 
 
 _cache = IndexCache()
