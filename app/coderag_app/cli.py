@@ -4,6 +4,9 @@ reindex, health and mcp (``commands.py``)."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import getpass
+import json
 import os
 import re
 import sys
@@ -100,31 +103,51 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    """Answer a question, streaming the tokens."""
-    from coderag.deps import require_query, require_searchable
+    """Answer a question, streaming the tokens (``--json``: print /ask's JSON instead)."""
+    return asyncio.run(_ask(args.query, args.repo, args.json))
+
+
+def _cli_identity() -> tuple[str, dict[str, str]]:
+    """The user this command's questions are audited as, and the headers that let it through the
+    API: the first configured token's user, else the OS user."""
+    principals = get_settings().principals()
+    for token, principal in principals.items():
+        return principal.user, {"authorization": f"Bearer {token}"}
+    try:
+        return "cli-" + getpass.getuser(), {}
+    except (KeyError, OSError):
+        return "cli", {}
+
+
+async def _ask(query: str, repo: str, as_json: bool) -> int:
+    """One question through the ask use case that /ask runs, against the services at their URLs
+    or an app in this process."""
+    from coderag.schemas import AskRequest
     from coderag.store import get_catalog
-    from coderag_generator.answer import answer_events
-    from coderag_generator.api import RETRIEVE_K, plan_retrieval
-    from coderag_generator.backends import get_backend
-    from coderag_generator.details import enrich
-    from coderag_retriever.retrieval import retrieve
+    from coderag_app.server import create_app
+    from coderag_generator.asking import Asker, ask
+    from coderag_generator.client import ParserClient, RetrieverClient, connect
 
     settings = get_settings()
-    catalog = get_catalog()
-    query = require_query(args.query, settings)
-    require_searchable(catalog, args.repo)
-    _embed_in_process()
-    # the same retrieval as /ask: its query, its number of hits, its hit form
-    retrieval_query, _ = plan_retrieval(query, [], settings.max_query_chars)
-    found = retrieve(args.repo, retrieval_query, RETRIEVE_K, settings, ready_only=True)
-    hits = enrich(catalog, args.repo, found.dicts())
-    backend = get_backend(settings)
-
-    def lines(path: str) -> int | None:
-        return catalog.file_lines(args.repo, path)
-
-    for event in answer_events(query, hits, backend, settings, lines, missing=found.routes_missing):
-        if event.name == "token":
+    app = create_app()  # also embeds this command's queries in this process
+    user, headers = _cli_identity()
+    asker = Asker(
+        user,
+        connect(RetrieverClient, settings.retriever_url, app, headers),
+        connect(ParserClient, settings.parser_url, app, headers),
+        get_catalog(),
+        settings,
+    )
+    # unvalidated, so a blank or long question gets /ask's own message
+    request = AskRequest.model_construct(query=query, repo=repo, session_id=None)
+    async for event in ask(request, asker, report_errors=True):
+        if event.name == "error":
+            print(f"error: {event.data['detail']}", file=sys.stderr)
+            return 2
+        if as_json:
+            if event.name == "done":
+                print(json.dumps(event.data, ensure_ascii=False, indent=2))
+        elif event.name == "token":
             print(event.data["text"], end="", flush=True)
         elif event.name == "retry":
             print("\n[retrying: the answer had no valid citation]", flush=True)
@@ -277,8 +300,6 @@ def cmd_finetune_generator(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     """Self-check: questions from the repository's own commits and doc comments, scored as
     R@1/R@5/MRR@10 for coderag and for BM25 over units."""
-    import json
-
     from coderag.deps import require_searchable
     from coderag.errors import InvalidInput
     from coderag.store import get_catalog
@@ -326,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("ask", help=cmd_ask.__doc__)
     s.add_argument("query")
     s.add_argument("--repo", required=True)
+    s.add_argument("--json", action="store_true", help="print the answer as /ask's JSON")
     s.set_defaults(func=cmd_ask)
     s = sub.add_parser("serve", help=cmd_serve.__doc__)
     s.add_argument("--host")
