@@ -11,10 +11,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from coderag import routes
 from coderag.settings import Settings
 from coderag.store import Catalog, stage_rows
 
-VECTOR_ROUTES = {"vector": "vector", "vector2": "vector2", "cluster": "vector"}
+VECTOR_ROUTES = routes.VECTOR
 """Routes that read vectors, with the space they read; every other route works once the
 keyword stage is published."""
 
