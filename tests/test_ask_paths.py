@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp import Client
 
-from coderag.mcp_server import build_server
 from coderag_app import cli
+from coderag_app.mcp_server import build_server
 from coderag_app.server import create_app
 from tests.test_answers import build_shop, index
 

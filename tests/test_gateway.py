@@ -7,8 +7,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.gateway import ROUTES, create_gateway, owner, upstreams_of
 from coderag.settings import Settings, get_settings
+from coderag_app.gateway import ROUTES, create_gateway, owner, upstreams_of
 from coderag_app.server import create_app
 
 

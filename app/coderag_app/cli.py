@@ -163,7 +163,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP server (all services, or the ones named)."""
     import uvicorn
 
-    from coderag.hosts import listen_token
+    from coderag_app.hosts import listen_token
     from coderag_app.server import SERVICES, create_app, load_jobs
 
     services = tuple(f"coderag_{s}" for s in args.service) if args.service else SERVICES

@@ -86,7 +86,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     import anyio
     import httpx
 
-    from coderag import mcp_server
+    from coderag_app import mcp_server
 
     if args.token:
         mcp_server.STDIO_IDENTITY["authorization"] = f"Bearer {args.token}"
