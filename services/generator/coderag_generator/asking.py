@@ -21,7 +21,7 @@ from coderag.redact import redact
 from coderag.schemas import AskRequest
 from coderag.settings import Settings
 from coderag.store.catalog import Catalog
-from coderag_generator import chronicle, sessions, window
+from coderag_generator import chronicle, conversation, window
 from coderag_generator.answer import Event, answer_events
 from coderag_generator.backends import get_backend
 from coderag_generator.client import ParserClient, RetrieverClient
@@ -46,10 +46,10 @@ class Asker:
     settings: Settings
 
 
-def plan_retrieval(query: str, turns: list[sessions.Turn], max_chars: int) -> tuple[str, bool]:
+def plan_retrieval(query: str, turns: list[conversation.Turn], max_chars: int) -> tuple[str, bool]:
     """What to search for a question (a follow-up made standalone from the session's ``turns``;
     a who/when question's subject) and whether it asks about history."""
-    retrieval_query = sessions.rewrite(query, turns)
+    retrieval_query = conversation.rewrite(query, turns)
     if len(retrieval_query) > max_chars:  # the added terms must not make it invalid
         retrieval_query = query
     about_history = window.is_history_question(query)
@@ -110,11 +110,13 @@ async def ask(
         query = require_query(request.query, settings)
         session = None
         if request.session_id is not None:
-            session = sessions.check_session_id(request.session_id)
+            session = conversation.check_session_id(request.session_id)
         if session:
-            await run_in_threadpool(sessions.claim, catalog.db, session, asker.user)
+            await run_in_threadpool(conversation.claim, catalog.db, session, asker.user)
         turns = (
-            await run_in_threadpool(sessions.recent, catalog.db, session, repo) if session else []
+            await run_in_threadpool(conversation.recent, catalog.db, session, repo)
+            if session
+            else []
         )
         retrieval_query, about_history = plan_retrieval(query, turns, settings.max_query_chars)
         try:
@@ -143,14 +145,14 @@ async def ask(
             status=status,
         )
         if session and "answer" in done:
-            sessions.append(
+            conversation.append(
                 catalog.db,
                 session,
                 repo,
                 question=query,
                 query=retrieval_query,
                 answer=done["answer"],
-                symbols=sessions.cited_symbols(done["citations"], hits),
+                symbols=conversation.cited_symbols(done["citations"], hits),
             )
         return {**done, "took_ms": round(took, 2), "session_id": session, "routes_missing": missing}
 
@@ -160,7 +162,7 @@ async def ask(
         backend,
         settings,
         lambda path: catalog.file_lines(repo, path),
-        sessions.prompt_history(turns),
+        conversation.prompt_history(turns),
         git,
         missing,
     )

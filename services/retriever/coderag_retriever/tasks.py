@@ -10,7 +10,7 @@ from coderag.jobs import IndexRepo, RefreshRepo, handles
 from coderag.queue import enqueue
 from coderag.settings import get_settings
 from coderag.store import get_catalog, stage_rows
-from coderag_retriever.clusters import refresh
+from coderag_retriever.clustering import refresh
 from coderag_retriever.index import get_index_cache
 
 
