@@ -19,6 +19,7 @@ from mcp import Client
 from coderag_app import cli
 from coderag_app.mcp_server import build_server
 from coderag_app.server import create_app
+from coderag_generator.client import ParserClient
 from tests.test_answers import build_shop, index
 
 pytestmark = pytest.mark.slow
@@ -96,3 +97,22 @@ def test_the_four_ask_paths_cite_alike_with_the_same_git_facts(
     assert dated >= len(QUESTIONS), "every question is answered with dated citations"
     who = _json(client, QUESTIONS[1])
     assert f"`{shas['timeout']}` by Dana Scully" in who["answer"], who["answer"]
+
+
+def test_the_parser_history_is_asked_once_per_answer(
+    shop: tuple[TestClient, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, shas = shop
+    calls: list[list[dict]] = []
+    real = ParserClient.history
+
+    async def counted(self: ParserClient, repo: str, ranges: list[dict], **window: Any) -> dict:
+        calls.append(ranges)
+        return await real(self, repo, ranges, **window)
+
+    monkeypatch.setattr(ParserClient, "history", counted)
+    for query in QUESTIONS:
+        calls.clear()
+        body = _json(client, query)
+        assert body["citations"] and len(calls) == 1, (query, calls)
+        assert all(c["last_commit"] in shas.values() for c in body["citations"]), body

@@ -82,17 +82,32 @@ async def git_facts(
     return chronicle.GitFacts(units, history, win)
 
 
-async def with_commits(parser: ParserClient, repo: str, done: dict[str, Any]) -> dict[str, Any]:
-    """The answer's citations, each with the last commit that touched its lines (X7)."""
+def _key(r: dict[str, Any]) -> tuple[str, int, int]:
+    return r["file"], r["start_line"], r["end_line"]
+
+
+async def with_commits(
+    parser: ParserClient, repo: str, done: dict[str, Any], git: chronicle.GitFacts | None = None
+) -> dict[str, Any]:
+    """The answer's citations, each with the last commit that touched its lines (X7); ranges
+    whose history ``git`` (a who/when answer's) already holds are not asked of the parser again,
+    so it is called once per answer."""
     cites = done.get("citations") or []
     if not cites:
         return done
-    ranges = [{k: c[k] for k in ("file", "start_line", "end_line")} for c in cites]
-    history = await parser.history(repo, ranges)
-    for c, r in zip(cites, history.get("ranges") or [], strict=False):
-        last = r.get("last") or {}
-        c.update(last_commit=last.get("commit"), last_author=last.get("author"),
-                 last_date=last.get("date"))  # fmt: skip
+    known = {_key(r): r for r in git.history.get("ranges") or []} if git else {}
+    if git and not git.history.get("has_history") and git.units:
+        return done  # no history to tell: the parser would answer no ranges
+    asked = [c for c in cites if _key(c) not in known]
+    if asked:
+        ranges = [{"file": f, "start_line": a, "end_line": b} for f, a, b in map(_key, asked)]
+        history = await parser.history(repo, ranges)
+        known |= {_key(c): r for c, r in zip(asked, history.get("ranges") or [], strict=False)}
+    for c in cites:
+        if (r := known.get(_key(c))) is not None:
+            last = r.get("last") or {}
+            c.update(last_commit=last.get("commit"), last_author=last.get("author"),
+                     last_date=last.get("date"))  # fmt: skip
     return done
 
 
@@ -173,7 +188,7 @@ async def ask(
         )
         async for event in iterate_in_threadpool(events):
             if event.name == "done":
-                data = await with_commits(asker.parser, repo, event.data)
+                data = await with_commits(asker.parser, repo, event.data, git)
                 event = Event("done", finish(data, "refused" if data["refused"] else "ok"))
             yield event
     except CoderagError as exc:
