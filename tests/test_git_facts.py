@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from coderag.jobs import IndexRepo
 from coderag.schemas import Unit
 from coderag.store import get_catalog
 from coderag_parser import line_history, parsing, tasks
@@ -130,7 +131,7 @@ def test_indexed_units_store_the_newest_commit_of_their_lines(
     monkeypatch.setattr(tasks, "enqueue", queued.append)  # the parser's job alone: no vectors
     catalog = get_catalog()
     catalog.create_repo("facts", str(root), None, None)
-    tasks.index_repo({"repo": "facts"})
+    tasks.index_repo(IndexRepo(repo="facts"))
     assert queued and catalog.unblamed_files("facts") == []
     stored = {u.symbol: u for u in catalog.units("facts", [rel])}
     assert (stored["total"].last_commit, stored["total"].last_author) == (second, "Bob")

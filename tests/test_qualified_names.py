@@ -64,7 +64,7 @@ def routes_index(sample_repo: Path, monkeypatch: pytest.MonkeyPatch) -> repo_ind
     monkeypatch.setattr(tasks, "enqueue", queued.append)  # the keyword stage is all routes need
     catalog = get_catalog()
     catalog.create_repo("names", str(sample_repo), None, None)
-    tasks.index_repo({"repo": "names"})
+    tasks.index_repo(IndexRepo(repo="names"))
     assert queued
     return repo_index.build(catalog, "names", 1)
 

@@ -28,15 +28,15 @@ soon as they land, and memory stays flat."""
 
 
 @handles(EmbedFiles)
-def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
+def embed_files(job: EmbedFiles) -> dict[str, Any]:
     """Embed the units of ``files`` and delete ``stale_ids``, then repair the collection against
     the catalog (a vector for every unit, encoding the unit's current content, nothing else);
     then refresh the retriever."""
-    name = payload["repo"]
+    name = job.repo
     catalog = get_catalog()
     lease_s = get_settings().job_lease_s
-    token = payload.get("lease")
-    reg = payload.get("registration")
+    token = job.lease
+    reg = job.registration
     try:
         if reg is None:
             reg = catalog.registration(name)
@@ -46,7 +46,7 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
         if not lease.continue_chain(catalog, name, token, lease_s):
             return {"repo": name, "skipped": "superseded"}
         with lease.renewing(catalog, name, token, lease_s):
-            written, encoded = _embed_repo(name, reg, payload)
+            written, encoded = _embed_repo(name, reg, job)
         if catalog.registration(name) != reg:
             raise NotFound(f"repository {name!r} was registered again")
     except NotFound:
@@ -57,7 +57,7 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
         recovery.fail(catalog, name, reg or "", token, exc)
         raise
     out = {
-        **payload,
+        **job.model_dump(mode="json"),
         "registration": reg,
         "vectors": written,
         "encoded": encoded,
@@ -67,12 +67,12 @@ def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _embed_repo(name: str, reg: str, payload: dict[str, Any]) -> tuple[int, int]:
+def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
     """Write the vectors a stage owes; (vectors written, texts encoded)."""
     catalog, vectors = get_catalog(), get_vectors()
-    commit = payload.get("commit") or ""
+    commit = job.commit or ""
     encoders = get_encoders()
-    changed = sorted(set(payload.get("files", [])))
+    changed = sorted(set(job.files))
     # A one-file push reads only that file's units. When the chain began from collections that
     # matched the catalog, that is all it owes; otherwise (a chain died, the encoders changed)
     # every vector's content hash is compared with the catalog's, so the index converges to one
@@ -83,15 +83,13 @@ def _embed_repo(name: str, reg: str, payload: dict[str, Any]) -> tuple[int, int]
     else:
         units = catalog.units(name, changed)
     fingerprint = ",".join(f"{s}={e.name}" for s, e in sorted(encoders.items()))
-    own_changes_only = stage_rows.vectors_follow_chain(
-        catalog.db, name, payload.get("lease"), fingerprint
-    )
+    own_changes_only = stage_rows.vectors_follow_chain(catalog.db, name, job.lease, fingerprint)
     encoded = written = 0
     expected = {} if own_changes_only else catalog.unit_hashes(name)
     for space, encoder in encoders.items():
         stages.advance(catalog, name, space, 0, len(units))
         encoded += _embed(name, units, commit, encoder, space, reg)
-        vectors.delete(name, payload.get("stale_ids", []), space, reg)
+        vectors.delete(name, job.stale_ids, space, reg)
         missing: list[Any] = []
         if not own_changes_only:
             stored = vectors.hashes(name, space, reg)

@@ -59,9 +59,9 @@ def _candidates(
 
 
 @handles(IndexRepo)
-def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
+def index_repo(job: IndexRepo) -> dict[str, Any]:
     """Bring a repository's index up to date with its work tree (or clone), then embed."""
-    name = payload["repo"]
+    name = job.repo
     settings = get_settings()
     catalog = get_catalog()
     try:
@@ -69,7 +69,7 @@ def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
         reg = catalog.registration(name)
     except NotFound:
         return {"repo": name, "skipped": "deleted"}
-    if payload.get("registration") not in (None, reg):
+    if job.registration not in (None, reg):
         return {"repo": name, "skipped": "deleted"}
     token = lease.start_chain(catalog, name, settings.job_lease_s)
     if token is None:
