@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from coderag import chain
 from coderag.jobs import IndexRepo
 from coderag.schemas import Unit
 from coderag.store import get_catalog
@@ -128,7 +129,7 @@ def test_indexed_units_store_the_newest_commit_of_their_lines(
     root = tmp_path / "repo"
     rel, first, second = make_repo(root, case)
     queued: list[Any] = []
-    monkeypatch.setattr(tasks, "enqueue", queued.append)  # the parser's job alone: no vectors
+    monkeypatch.setattr(chain, "enqueue", queued.append)  # the parser's job alone: no vectors
     catalog = get_catalog()
     catalog.create_repo("facts", str(root), None, None)
     tasks.index_repo(IndexRepo(repo="facts"))

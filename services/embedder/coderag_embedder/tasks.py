@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
 
-from coderag import lease, progress, recovery, stages
+from coderag import chain, progress, stages
+from coderag.chain import Stage
 from coderag.errors import NotFound
 from coderag.jobs import EmbedFiles, RefreshRepo, handles
-from coderag.queue import enqueue
-from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors, stage_rows
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_embedder import cache
 from coderag_embedder.encoder import get_encoders, text_key, unit_text
-
-log = logging.getLogger(__name__)
 
 FILES_BY_QUERY = 64
 """Up to this many changed files are read one query each; more, and all units are read once."""
@@ -32,30 +28,22 @@ def embed_files(job: EmbedFiles) -> dict[str, Any]:
     """Embed the units of ``files`` and delete ``stale_ids``, then repair the collection against
     the catalog (a vector for every unit, encoding the unit's current content, nothing else);
     then refresh the retriever."""
-    name = job.repo
-    catalog = get_catalog()
-    lease_s = get_settings().job_lease_s
-    token = job.lease
-    reg = job.registration
-    try:
-        if reg is None:
-            reg = catalog.registration(name)
-        elif catalog.registration(name) != reg:
-            # the job's repository was deleted and the name registered again: leave that one be
-            return {"repo": name, "skipped": "deleted"}
-        if not lease.continue_chain(catalog, name, token, lease_s):
-            return {"repo": name, "skipped": "superseded"}
-        with lease.renewing(catalog, name, token, lease_s):
-            written, encoded = _embed_repo(name, reg, job)
-        if catalog.registration(name) != reg:
-            raise NotFound(f"repository {name!r} was registered again")
-    except NotFound:
-        get_vectors().drop(name, registration=reg)  # deleted while we wrote: leave nothing
-        return {"repo": name, "skipped": "deleted"}
-    except Exception as exc:
-        log.exception("embedding %s failed", name)
-        recovery.fail(catalog, name, reg or "", token, exc)
-        raise
+    return chain.run(
+        job, lambda stage: _embed_stage(stage, job), on_deleted=lambda reg: _drop(job, reg)
+    )
+
+
+def _drop(job: EmbedFiles, registration: str | None) -> None:
+    """Deleted while we wrote: leave nothing."""
+    get_vectors().drop(job.repo, registration=registration)
+
+
+def _embed_stage(stage: Stage, job: EmbedFiles) -> dict[str, Any]:
+    name, reg = stage.repo, stage.registration
+    with stage.renewing():
+        written, encoded = _embed_repo(name, reg, job)
+    if stage.catalog.registration(name) != reg:
+        raise NotFound(f"repository {name!r} was registered again")
     out = {
         **job.model_dump(mode="json"),
         "registration": reg,
@@ -63,7 +51,7 @@ def embed_files(job: EmbedFiles) -> dict[str, Any]:
         "encoded": encoded,
         "cached": written - encoded,
     }
-    enqueue(RefreshRepo(**out))
+    stage.next(RefreshRepo(**out))
     return out
 
 
