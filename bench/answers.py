@@ -66,7 +66,7 @@ from coderag_app.server import load_jobs  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
 from coderag_generator import confidence  # noqa: E402
 from coderag_generator.answer import answer_events  # noqa: E402
-from coderag_generator.api import RETRIEVE_K  # noqa: E402
+from coderag_generator.asking import RETRIEVE_K  # noqa: E402
 from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
 from coderag_generator.details import enrich  # noqa: E402
 from coderag_retriever import retrieval  # noqa: E402

@@ -242,7 +242,7 @@ def evaluate(
             continue
         silhouette = None
         if not QUICK:
-            from coderag_retriever.clusters import refresh as refresh_clusters
+            from coderag_retriever.clustering import refresh as refresh_clusters
 
             silhouette = refresh_clusters(catalog, name, settings)  # for the +cluster row
             get_index_cache().forget(name)  # the next query loads the fresh cluster labels

@@ -24,7 +24,7 @@ from coderag_app.server import load_jobs
 from coderag_generator import chronicle, window
 from coderag_generator.answer import answer_events
 from coderag_generator.backends import Backend
-from coderag_parser import history
+from coderag_parser import line_history
 from coderag_parser.gitsync import head_commit
 
 HERE = Path(__file__).resolve().parent
@@ -42,15 +42,15 @@ def git_facts(root: Path, query: str, hits: list[dict[str, Any]]) -> chronicle.G
     ranges = [
         {
             **r,
-            "last": history.last_commit(root, r["file"], r["start_line"], r["end_line"]),
-            "changes": history.changes(
+            "last": line_history.last_commit(root, r["file"], r["start_line"], r["end_line"]),
+            "changes": line_history.changes(
                 root, r["file"], r["start_line"], r["end_line"], since, until
             ),
         }
         for r in chronicle.ranges(units)
     ]
-    return chronicle.GitFacts(units, {"has_history": history.has_history(root), "ranges": ranges},
-                              win)  # fmt: skip
+    known = line_history.has_history(root)
+    return chronicle.GitFacts(units, {"has_history": known, "ranges": ranges}, win)
 
 
 def run(

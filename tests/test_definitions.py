@@ -7,7 +7,8 @@ from pathlib import Path
 
 from coderag.schemas import Unit
 from coderag_parser.languages import language_of
-from coderag_parser.units import ParsedFile, extract_units, parse_source
+from coderag_parser.parsed import ParsedFile
+from coderag_parser.units import extract_units, parse_source
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from textwrap import dedent
 
 from coderag.schemas import Unit
-from coderag_parser.units import ParsedFile, parse_source
+from coderag_parser.parsed import ParsedFile
+from coderag_parser.units import parse_source
 
 
 def parse(language: str, path: str, source: str) -> ParsedFile:

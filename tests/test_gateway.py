@@ -7,8 +7,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.gateway import ROUTES, create_gateway, owner, upstreams_of
 from coderag.settings import Settings, get_settings
+from coderag_app.gateway import PREFIXES, create_gateway, owner, upstreams_of
 from coderag_app.server import create_app
 
 
@@ -18,7 +18,7 @@ def test_every_contract_path_has_one_owner() -> None:
     assert owner("/search") == owner("/retrieve") == "retriever"
     assert owner("/ask") == "generator" and owner("/embed") == "embedder"
     assert owner("/asked") is None and owner("/") == owner("/static/app.js") == "parser"
-    assert {service for _, service in ROUTES} == set(upstreams_of(Settings()))
+    assert {service for _, service in PREFIXES} == set(upstreams_of(Settings()))
 
 
 @pytest.mark.slow

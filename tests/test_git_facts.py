@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from coderag import chain
+from coderag.jobs import IndexRepo
 from coderag.schemas import Unit
 from coderag.store import get_catalog
-from coderag_parser import history, parsing, tasks
+from coderag_parser import line_history, parsing, tasks
 
 SOURCE = '''"""Prices."""
 
@@ -105,12 +107,12 @@ def test_a_range_names_the_commit_that_changed_its_last_line(tmp_path: Path, cas
     assert all(ln in SOURCE for ln in lines[fn.start_line - 1 : fn.end_line - 1])  # commit 1's
 
     # what a citation of the whole function carries (the history route's last commit)
-    last = history.last_commit(root, rel, fn.start_line, fn.end_line)
+    last = line_history.last_commit(root, rel, fn.start_line, fn.end_line)
     assert last is not None
     assert (last["commit"], last["author"]) == (second[:7], "Bob"), last
     assert last["summary"] == "round the total"
     # a range of commit 1's lines alone still names commit 1
-    head = history.last_commit(root, rel, fn.start_line, fn.end_line - 1)
+    head = line_history.last_commit(root, rel, fn.start_line, fn.end_line - 1)
     assert head is not None and (head["commit"], head["author"]) == (first[:7], "Alice"), head
 
     # what the parser's blame stage computes for each unit
@@ -127,10 +129,10 @@ def test_indexed_units_store_the_newest_commit_of_their_lines(
     root = tmp_path / "repo"
     rel, first, second = make_repo(root, case)
     queued: list[Any] = []
-    monkeypatch.setattr(tasks, "enqueue", queued.append)  # the parser's job alone: no vectors
+    monkeypatch.setattr(chain, "enqueue", queued.append)  # the parser's job alone: no vectors
     catalog = get_catalog()
     catalog.create_repo("facts", str(root), None, None)
-    tasks.index_repo({"repo": "facts"})
+    tasks.index_repo(IndexRepo(repo="facts"))
     assert queued and catalog.unblamed_files("facts") == []
     stored = {u.symbol: u for u in catalog.units("facts", [rel])}
     assert (stored["total"].last_commit, stored["total"].last_author) == (second, "Bob")

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from coderag.settings import get_settings
 from coderag_app.server import create_app
-from coderag_parser import sources
+from coderag_parser import origins
 from tests.conftest import commit_all, wait_ready
 
 
@@ -79,8 +79,8 @@ def test_url_kinds_hosts_and_credentials(
     ]:
         r = parser_client.post("/repos", json={"name": host, "url": f"https://{host}:9/r.git"})
         assert r.status_code == status, (host, r.text)
-    assert sources._host_matches("x.corp.example", ".corp.example")
-    assert sources._host_matches("corp.example", ".corp.example")
+    assert origins._host_matches("x.corp.example", ".corp.example")
+    assert origins._host_matches("corp.example", ".corp.example")
     assert wait_ready(parser_client, "127.0.0.1")["status"] == "error"
 
 

@@ -14,8 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coderag import progress, queue
+from coderag.eta import eta_seconds
 from coderag.settings import get_settings
-from coderag.stages import eta_seconds, route_readiness
+from coderag.stages import route_readiness
 from coderag.store import get_catalog, get_vectors
 from coderag_app.server import create_app
 from coderag_embedder import tasks as embed_tasks

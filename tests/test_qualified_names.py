@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from coderag import chain
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
@@ -61,10 +62,10 @@ def test_member_spellings_read_as_dotted_names() -> None:
 def routes_index(sample_repo: Path, monkeypatch: pytest.MonkeyPatch) -> repo_index.RepoIndex:
     """The sample repository parsed by the real parser job (no vectors) and its retriever index."""
     queued: list[Any] = []
-    monkeypatch.setattr(tasks, "enqueue", queued.append)  # the keyword stage is all routes need
+    monkeypatch.setattr(chain, "enqueue", queued.append)  # the keyword stage is all routes need
     catalog = get_catalog()
     catalog.create_repo("names", str(sample_repo), None, None)
-    tasks.index_repo({"repo": "names"})
+    tasks.index_repo(IndexRepo(repo="names"))
     assert queued
     return repo_index.build(catalog, "names", 1)
 

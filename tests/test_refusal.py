@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from coderag.settings import get_settings
 from coderag_app.server import create_app
-from coderag_generator import abstention, api, prompts, refusal
+from coderag_generator import abstention, asking, prompts, refusal
 from coderag_generator.answer import answer_events
 from coderag_generator.backends.base import Prompt
 from coderag_generator.backends.extractive import ExtractiveBackend
@@ -38,7 +38,7 @@ class Counting(ExtractiveBackend):
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> Counting:
     counting = Counting()
-    monkeypatch.setattr(api, "get_backend", lambda *_: counting)
+    monkeypatch.setattr(asking, "get_backend", lambda *_: counting)
     return counting
 
 

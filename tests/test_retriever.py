@@ -195,7 +195,7 @@ def test_cross_encoder_rerank_from_a_local_directory(tmp_path: Path) -> None:
 def test_reclusters_when_the_silhouette_falls_below_the_floor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from coderag_retriever.clusters import refresh
+    from coderag_retriever.clustering import refresh
 
     many = {f"m{i}.py": CHAIN[k] for i, k in enumerate(list(CHAIN) * 4)}
     _index(tmp_path, many, "rc", {"CODERAG_CLUSTER_MIN_SIZE": "3"}, monkeypatch)

@@ -14,10 +14,10 @@ from fastapi.testclient import TestClient
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag_app.server import create_app
-from coderag_generator import sessions
+from coderag_generator import conversation
 from coderag_generator.answer import answer_events
 from coderag_generator.backends.extractive import ExtractiveBackend
-from coderag_generator.sessions import Turn, fit_history, key_terms, prompt_history, rewrite
+from coderag_generator.conversation import Turn, fit_history, key_terms, prompt_history, rewrite
 from tests.conftest import wait_ready
 
 GO = ("src/go/sample.go", "(*Service).ProcessOrder")
@@ -83,7 +83,7 @@ def test_follow_up_is_rewritten_and_retrieves_the_unit(
     assert first["file"] == GO[0] and 10 <= first["start_line"] <= first["end_line"] <= 16
     assert f"FILE: {GO[0]}:{first['start_line']}-{first['end_line']}" in zh["answer"]
 
-    turns = sessions.recent(get_catalog().db, "t1", "s", limit=100)
+    turns = conversation.recent(get_catalog().db, "t1", "s", limit=100)
     assert [t.role for t in turns] == ["user", "assistant"] * 3
     assert turns[2].content == "what about its error handling?"
     assert turns[2].query == retrieval["query"]
@@ -99,7 +99,7 @@ def test_follow_up_is_rewritten_and_retrieves_the_unit(
         client.post("/ask", json={"query": "who calls it?", "repo": "s"}).json()["session_id"]
         is None
     )
-    assert len(sessions.recent(get_catalog().db, "other", "s", limit=100)) == 2
+    assert len(conversation.recent(get_catalog().db, "other", "s", limit=100)) == 2
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,9 @@ reindex, health and mcp (``commands.py``)."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import getpass
+import json
 import os
 import re
 import sys
@@ -20,6 +23,7 @@ def _repo_name(path: Path) -> str:
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Index (or incrementally reindex) a local directory, with progress bars."""
+    # imported here so that `coderag --help` and every other command start fast
     from tqdm import tqdm
 
     from coderag import progress
@@ -75,6 +79,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _embed_in_process() -> None:
     """Queries of this command are embedded by the embedder's own functions, in this process
     (unless CODERAG_EMBEDDER_URL names an embedder service)."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag import embedding
     from coderag_embedder.queries import local
 
@@ -83,6 +88,7 @@ def _embed_in_process() -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """Print the best units for a query."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.deps import require_query, require_searchable
     from coderag.store import get_catalog
     from coderag_retriever.retrieval import retrieve
@@ -100,31 +106,52 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    """Answer a question, streaming the tokens."""
-    from coderag.deps import require_query, require_searchable
+    """Answer a question, streaming the tokens (``--json``: print /ask's JSON instead)."""
+    return asyncio.run(_ask(args.query, args.repo, args.json))
+
+
+def _cli_identity() -> tuple[str, dict[str, str]]:
+    """The user this command's questions are audited as, and the headers that let it through the
+    API: the first configured token's user, else the OS user."""
+    principals = get_settings().principals()
+    for token, principal in principals.items():
+        return principal.user, {"authorization": f"Bearer {token}"}
+    try:
+        return "cli-" + getpass.getuser(), {}
+    except (KeyError, OSError):
+        return "cli", {}
+
+
+async def _ask(query: str, repo: str, as_json: bool) -> int:
+    """One question through the ask use case that /ask runs, against the services at their URLs
+    or an app in this process."""
+    # imported here so that `coderag --help` and every other command start fast
+    from coderag.schemas import AskRequest
     from coderag.store import get_catalog
-    from coderag_generator.answer import answer_events
-    from coderag_generator.api import RETRIEVE_K, plan_retrieval
-    from coderag_generator.backends import get_backend
-    from coderag_generator.details import enrich
-    from coderag_retriever.retrieval import retrieve
+    from coderag_app.server import create_app
+    from coderag_generator.asking import Asker, ask
+    from coderag_generator.client import ParserClient, RetrieverClient, connect
 
     settings = get_settings()
-    catalog = get_catalog()
-    query = require_query(args.query, settings)
-    require_searchable(catalog, args.repo)
-    _embed_in_process()
-    # the same retrieval as /ask: its query, its number of hits, its hit form
-    retrieval_query, _ = plan_retrieval(query, [], settings.max_query_chars)
-    found = retrieve(args.repo, retrieval_query, RETRIEVE_K, settings, ready_only=True)
-    hits = enrich(catalog, args.repo, found.dicts())
-    backend = get_backend(settings)
-
-    def lines(path: str) -> int | None:
-        return catalog.file_lines(args.repo, path)
-
-    for event in answer_events(query, hits, backend, settings, lines, missing=found.routes_missing):
-        if event.name == "token":
+    app = create_app()  # also embeds this command's queries in this process
+    user, headers = _cli_identity()
+    asker = Asker(
+        user,
+        connect(RetrieverClient, settings.retriever_url, app, headers),
+        connect(ParserClient, settings.parser_url, app, headers),
+        get_catalog(),
+        settings,
+    )
+    # unvalidated, so a blank or long question gets /ask's own message
+    request = AskRequest.model_construct(query=query, repo=repo, session_id=None)
+    async for event in ask(request, asker, report_errors=True):
+        if event.name == "error":
+            print(f"error: {event.data['detail']}", file=sys.stderr)
+            return 2
+        if as_json:
+            if event.name == "done":
+                print(json.dumps(event.data, ensure_ascii=False, indent=2))
+        elif event.name == "token":
             print(event.data["text"], end="", flush=True)
         elif event.name == "retry":
             print("\n[retrying: the answer had no valid citation]", flush=True)
@@ -138,9 +165,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP server (all services, or the ones named)."""
+    # imported here so that `coderag --help` and every other command start fast
     import uvicorn
 
-    from coderag.hosts import listen_token
+    from coderag_app.hosts import listen_token
     from coderag_app.server import SERVICES, create_app, load_jobs
 
     services = tuple(f"coderag_{s}" for s in args.service) if args.service else SERVICES
@@ -181,6 +209,7 @@ def _allow_root(root: Path) -> None:
 
 def _register(root: Path) -> str:
     """Add a directory as a repository (or reindex it) and queue its indexing."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.errors import NotFound
     from coderag.jobs import IndexRepo
     from coderag.queue import enqueue
@@ -220,6 +249,7 @@ coderag is indexing {name!r} in the background. Open {base}/?repo={name} in a br
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run an rq worker for one service's queue (needs REDIS_URL)."""
+    # imported here so that `coderag --help` and every other command start fast
     import threading
 
     from redis import Redis
@@ -247,6 +277,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_export_audit(args: argparse.Namespace) -> int:
     """Write the audit log as CSV."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.audit import export_csv
     from coderag.store import get_catalog
 
@@ -261,6 +292,7 @@ def cmd_export_audit(args: argparse.Namespace) -> int:
 
 def cmd_finetune_embedder(args: argparse.Namespace) -> int:
     """Contrastively fine-tune the encoder on the repository's own history (E5)."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag_training.embedder.finetune import main as finetune
 
     _embed_in_process()  # hard negatives are mined by searching
@@ -269,6 +301,7 @@ def cmd_finetune_embedder(args: argparse.Namespace) -> int:
 
 def cmd_finetune_generator(args: argparse.Namespace) -> int:
     """Train a LoRA adapter on trap samples built from an indexed repository (G6)."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag_training.generator.finetune import main as finetune
 
     return finetune(args.rest)
@@ -277,8 +310,7 @@ def cmd_finetune_generator(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     """Self-check: questions from the repository's own commits and doc comments, scored as
     R@1/R@5/MRR@10 for coderag and for BM25 over units."""
-    import json
-
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.deps import require_searchable
     from coderag.errors import InvalidInput
     from coderag.store import get_catalog
@@ -326,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("ask", help=cmd_ask.__doc__)
     s.add_argument("query")
     s.add_argument("--repo", required=True)
+    s.add_argument("--json", action="store_true", help="print the answer as /ask's JSON")
     s.set_defaults(func=cmd_ask)
     s = sub.add_parser("serve", help=cmd_serve.__doc__)
     s.add_argument("--host")
@@ -364,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``coderag`` command."""
+    # imported here so that `coderag --help` and every other command start fast
     from pydantic import ValidationError
 
     from coderag.errors import CoderagError

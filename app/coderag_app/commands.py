@@ -19,6 +19,7 @@ def _emit(args: argparse.Namespace, data: Any, lines: list[str]) -> None:
 
 def cmd_repos(args: argparse.Namespace) -> int:
     """List the repositories with status, files, units and last commit."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.store import get_catalog
 
     repos = get_catalog().list_repos()
@@ -33,6 +34,7 @@ def cmd_repos(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Reindex a registered repository: now, or on the rq queue with REDIS_URL set."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.jobs import IndexRepo
     from coderag.queue import enqueue, run_now
     from coderag.store import get_catalog
@@ -59,6 +61,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 def cmd_health(args: argparse.Namespace) -> int:
     """Health report of a repository: units against vectors per encoder, files, skip reasons,
     indexed commit against HEAD; exit 1 when it finds a problem."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.store import get_catalog
     from coderag_parser.health import report
 
@@ -83,10 +86,11 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the MCP tools over stdio, for an editor or a terminal coding agent."""
+    # imported here so that `coderag --help` and every other command start fast
     import anyio
     import httpx
 
-    from coderag import mcp_server
+    from coderag_app import mcp_server
 
     if args.token:
         mcp_server.STDIO_IDENTITY["authorization"] = f"Bearer {args.token}"
@@ -97,7 +101,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         )
         anyio.run(server.run_stdio_async)
         return 0
-    from coderag_app.server import create_app
+    from coderag_app.server import create_app  # the services, only when served in-process
 
     app = create_app()
     server = mcp_server.build_server(

@@ -8,14 +8,14 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
-from coderag import api as platform
-from coderag import docs, embedding, mcp_http, metrics, web
-from coderag.audit_http import AuditMiddleware
+from coderag import embedding
 from coderag.errors import install_handlers
-from coderag.hosts import HostCheckMiddleware
-from coderag.limits import BodyLimitMiddleware
 from coderag.responses import COMMON, errors
 from coderag.settings import get_settings
+from coderag_app import docs, mcp_http, metrics, platform, web
+from coderag_app.audit_http import AuditMiddleware
+from coderag_app.hosts import HostCheckMiddleware
+from coderag_app.limits import BodyLimitMiddleware
 
 SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever", "coderag_generator")
 """Service packages; each has ``api.router`` and ``api.lifespan``."""

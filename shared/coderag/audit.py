@@ -8,7 +8,7 @@ import csv
 import io
 import json
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 
 from coderag.errors import InvalidInput
 from coderag.store import Catalog, audit_log
@@ -77,8 +77,6 @@ def parse_time(value: str | None, name: str) -> str | None:
     except ValueError as exc:
         raise InvalidInput(f"{name}={value!r} is not ISO 8601 (e.g. 2026-11-30T12:00:00Z)") from exc
     if dt.tzinfo is not None:
-        from datetime import UTC
-
         try:
             dt = dt.astimezone(UTC).replace(tzinfo=None)
         except OverflowError:  # an offset pushes year 1 or 9999 out of range

@@ -8,13 +8,15 @@ root (``coderag_app.server.load_jobs``, the rq worker) imports the services whos
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
-"""A job function: the payload as a dict in, a JSON-able dict out."""
+"""What the queue calls: the payload as a dict in, a JSON-able dict out (``handles`` wraps a
+service's handler, which takes its job model)."""
 
 
 class Job(BaseModel):
@@ -69,11 +71,22 @@ JOB_TYPES: dict[str, type[Job]] = {t.job: t for t in (IndexRepo, EmbedFiles, Ref
 _HANDLERS: dict[str, Handler] = {}
 
 
-def handles(kind: type[Job]) -> Callable[[Handler], Handler]:
-    """Register the decorated function as the handler of ``kind`` in this process."""
+J = TypeVar("J", bound=Job)
+"""A job model."""
 
-    def register(fn: Handler) -> Handler:
-        _HANDLERS[kind.job] = fn
+
+def handles(
+    kind: type[J],
+) -> Callable[[Callable[[J], dict[str, Any]]], Callable[[J], dict[str, Any]]]:
+    """Register the decorated function, which takes its job model, as the handler of ``kind`` in
+    this process (the queue hands it the payload as a dict, validated here)."""
+
+    def register(fn: Callable[[J], dict[str, Any]]) -> Callable[[J], dict[str, Any]]:
+        @functools.wraps(fn)
+        def run(payload: dict[str, Any]) -> dict[str, Any]:
+            return fn(kind.model_validate(payload))
+
+        _HANDLERS[kind.job] = run
         return fn
 
     return register

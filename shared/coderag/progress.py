@@ -8,6 +8,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from coderag.store import get_catalog
+
 Listener = Callable[[str, str, int, int], None]
 """Called as listener(repo, stage, done, total)."""
 
@@ -34,7 +36,6 @@ def report(repo: str, stage: str, done: int, total: int) -> None:
         if done < total and now - _last.get(repo, 0.0) < WRITE_EVERY_S:
             return
         _last[repo] = now
-    from coderag.store import get_catalog
 
     # Best effort: the repository may just have been deleted.
     with contextlib.suppress(Exception):

@@ -17,6 +17,7 @@ from coderag.lease import release
 from coderag.queue import JOB_KEY, enqueue, held_here
 from coderag.settings import Settings
 from coderag.store import Catalog, leases
+from coderag.store.sqlite import Database
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +138,6 @@ def _first_healer(name: str, settings: Settings) -> bool:
 def heal_forever(settings: Settings, stop: threading.Event) -> None:
     """Heal every ``job_lease_s`` seconds until ``stop`` is set (a worker's background thread).
     It keeps its own catalog: a forked rq work horse must not inherit one in use."""
-    from coderag.store.sqlite import Database
-
     catalog = Catalog(Database(settings.db_path))
     try:
         while not stop.wait(settings.job_lease_s):

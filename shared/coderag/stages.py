@@ -8,13 +8,13 @@ ready when ``done`` reached ``total`` (or the repository is complete).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from coderag import routes
 from coderag.settings import Settings
 from coderag.store import Catalog, stage_rows
 
-VECTOR_ROUTES = {"vector": "vector", "vector2": "vector2", "cluster": "vector"}
+VECTOR_ROUTES = routes.VECTOR
 """Routes that read vectors, with the space they read; every other route works once the
 keyword stage is published."""
 
@@ -57,25 +57,3 @@ def route_readiness(
         space = VECTOR_ROUTES.get(route)
         (missing if space and not space_ready(state, complete, space) else ready).append(route)
     return ready, missing
-
-
-def eta_seconds(state: dict[str, Any], complete: bool) -> float | None:
-    """Rough seconds left: the running space's remaining vectors at its rate so far, and the
-    spaces not started yet at that same rate (the second encoder is slower: a floor, not a
-    promise); None when nothing is running or no rate is known yet."""
-    if complete:
-        return None
-    rate, left, waiting = None, 0, 0
-    for entry in state.values():
-        done, total, started = entry.get("done", 0), entry.get("total"), entry.get("started")
-        if total is None:
-            waiting += 1
-            continue
-        left += max(total - done, 0)
-        if started and done and done < total:
-            rate = done / max(time.time() - started, 1e-3)
-    if rate is None:
-        return None
-    totals = [e["total"] for e in state.values() if e.get("total") is not None]
-    per_space = max(totals) if totals else 0
-    return round((left + waiting * per_space) / rate, 1)

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
 
-from coderag import lease, progress, recovery, stages
+from coderag import chain, progress, stages
+from coderag.chain import Stage
 from coderag.errors import NotFound
 from coderag.jobs import EmbedFiles, RefreshRepo, handles
-from coderag.queue import enqueue
-from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors, stage_rows
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_embedder import cache
 from coderag_embedder.encoder import get_encoders, text_key, unit_text
-
-log = logging.getLogger(__name__)
 
 FILES_BY_QUERY = 64
 """Up to this many changed files are read one query each; more, and all units are read once."""
@@ -28,51 +24,43 @@ soon as they land, and memory stays flat."""
 
 
 @handles(EmbedFiles)
-def embed_files(payload: dict[str, Any]) -> dict[str, Any]:
+def embed_files(job: EmbedFiles) -> dict[str, Any]:
     """Embed the units of ``files`` and delete ``stale_ids``, then repair the collection against
     the catalog (a vector for every unit, encoding the unit's current content, nothing else);
     then refresh the retriever."""
-    name = payload["repo"]
-    catalog = get_catalog()
-    lease_s = get_settings().job_lease_s
-    token = payload.get("lease")
-    reg = payload.get("registration")
-    try:
-        if reg is None:
-            reg = catalog.registration(name)
-        elif catalog.registration(name) != reg:
-            # the job's repository was deleted and the name registered again: leave that one be
-            return {"repo": name, "skipped": "deleted"}
-        if not lease.continue_chain(catalog, name, token, lease_s):
-            return {"repo": name, "skipped": "superseded"}
-        with lease.renewing(catalog, name, token, lease_s):
-            written, encoded = _embed_repo(name, reg, payload)
-        if catalog.registration(name) != reg:
-            raise NotFound(f"repository {name!r} was registered again")
-    except NotFound:
-        get_vectors().drop(name, registration=reg)  # deleted while we wrote: leave nothing
-        return {"repo": name, "skipped": "deleted"}
-    except Exception as exc:
-        log.exception("embedding %s failed", name)
-        recovery.fail(catalog, name, reg or "", token, exc)
-        raise
+    return chain.run(
+        job, lambda stage: _embed_stage(stage, job), on_deleted=lambda reg: _drop(job, reg)
+    )
+
+
+def _drop(job: EmbedFiles, registration: str | None) -> None:
+    """Deleted while we wrote: leave nothing."""
+    get_vectors().drop(job.repo, registration=registration)
+
+
+def _embed_stage(stage: Stage, job: EmbedFiles) -> dict[str, Any]:
+    name, reg = stage.repo, stage.registration
+    with stage.renewing():
+        written, encoded = _embed_repo(name, reg, job)
+    if stage.catalog.registration(name) != reg:
+        raise NotFound(f"repository {name!r} was registered again")
     out = {
-        **payload,
+        **job.model_dump(mode="json"),
         "registration": reg,
         "vectors": written,
         "encoded": encoded,
         "cached": written - encoded,
     }
-    enqueue(RefreshRepo(**out))
+    stage.next(RefreshRepo(**out))
     return out
 
 
-def _embed_repo(name: str, reg: str, payload: dict[str, Any]) -> tuple[int, int]:
+def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
     """Write the vectors a stage owes; (vectors written, texts encoded)."""
     catalog, vectors = get_catalog(), get_vectors()
-    commit = payload.get("commit") or ""
+    commit = job.commit or ""
     encoders = get_encoders()
-    changed = sorted(set(payload.get("files", [])))
+    changed = sorted(set(job.files))
     # A one-file push reads only that file's units. When the chain began from collections that
     # matched the catalog, that is all it owes; otherwise (a chain died, the encoders changed)
     # every vector's content hash is compared with the catalog's, so the index converges to one
@@ -83,15 +71,13 @@ def _embed_repo(name: str, reg: str, payload: dict[str, Any]) -> tuple[int, int]
     else:
         units = catalog.units(name, changed)
     fingerprint = ",".join(f"{s}={e.name}" for s, e in sorted(encoders.items()))
-    own_changes_only = stage_rows.vectors_follow_chain(
-        catalog.db, name, payload.get("lease"), fingerprint
-    )
+    own_changes_only = stage_rows.vectors_follow_chain(catalog.db, name, job.lease, fingerprint)
     encoded = written = 0
     expected = {} if own_changes_only else catalog.unit_hashes(name)
     for space, encoder in encoders.items():
         stages.advance(catalog, name, space, 0, len(units))
         encoded += _embed(name, units, commit, encoder, space, reg)
-        vectors.delete(name, payload.get("stale_ids", []), space, reg)
+        vectors.delete(name, job.stale_ids, space, reg)
         missing: list[Any] = []
         if not own_changes_only:
             stored = vectors.hashes(name, space, reg)

@@ -21,7 +21,7 @@ from coderag_generator import abstention, chronicle, premise, prompts, refusal, 
 from coderag_generator.backends import Backend
 from coderag_generator.citations import check
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
-from coderag_generator.sessions import HISTORY_SHARE, fit_history
+from coderag_generator.conversation import HISTORY_SHARE, fit_history
 
 ATTEMPTS = 2
 """One answer and one corrective retry."""

@@ -4,7 +4,10 @@ all-in-one server; the same code either way."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import httpx
+from starlette.types import ASGIApp
 
 from coderag.errors import Unavailable, raise_for
 
@@ -25,6 +28,17 @@ class ServiceClient:
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self.http.aclose()
+
+
+C = TypeVar("C", bound=ServiceClient)
+
+
+def connect(cls: type[C], url: str | None, app: ASGIApp, headers: dict[str, str]) -> C:
+    """A client of another service: over HTTP at ``url`` when set, else into ``app`` in this
+    process."""
+    if url:
+        return cls(url, headers=headers)
+    return cls("http://localhost", httpx.ASGITransport(app=app), headers)
 
 
 class RetrieverClient(ServiceClient):

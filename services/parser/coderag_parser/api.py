@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 from contextlib import asynccontextmanager
 
@@ -18,10 +19,10 @@ from coderag.responses import errors
 from coderag.schemas import RepoCreate, RepoOut, RepoStatus
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
-from coderag_parser import sources
+from coderag_parser import origins
 from coderag_parser.health import router as health_router
-from coderag_parser.history import router as history_router
-from coderag_parser.symbols import router as symbols_router
+from coderag_parser.line_history import router as history_router
+from coderag_parser.navigation import router as navigation_router
 from coderag_parser.webhooks import router as webhooks_router
 
 router = APIRouter(tags=["repos"])
@@ -50,9 +51,9 @@ def create_repo(
 ) -> RepoAccepted:
     """Register a repository and start indexing it (admin)."""
     name = valid_name(body.name)
-    path = sources.check_path(body.path, settings) if body.path else None
-    url = sources.check_url(body.url, settings) if body.url else None
-    branch = sources.check_branch(body.branch) if body.branch is not None else None
+    path = origins.check_path(body.path, settings) if body.path else None
+    url = origins.check_url(body.url, settings) if body.url else None
+    branch = origins.check_branch(body.branch) if body.branch is not None else None
     repo = catalog.create_repo(name, path, url, branch)
     try:
         enqueue(IndexRepo(repo=repo.name))
@@ -94,13 +95,11 @@ def delete_repo(
     catalog.delete_repo(name)
     clone = settings.data_dir / "repos" / name
     if clone.is_dir():
-        import shutil
-
         shutil.rmtree(clone, ignore_errors=True)
     return Response(status_code=204)
 
 
 router.include_router(webhooks_router)
-router.include_router(symbols_router)
+router.include_router(navigation_router)
 router.include_router(history_router)
 router.include_router(health_router)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from coderag_parser.definitions import Definition
 from coderag_parser.languages import DEFAULT_EXPORTED, EXPORTED
-
-if TYPE_CHECKING:
-    from coderag_parser.units import Definition, ParsedFile
+from coderag_parser.parsed import ParsedFile
 
 DEPRECATED_MARKERS = r"(?i)\bdeprecated\b|@Deprecated|\bDEPRECATED\b"
 """Default team convention for deprecation markers (``// deprecated since v2.1``, ...)."""

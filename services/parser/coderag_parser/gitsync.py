@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -189,8 +190,6 @@ def newest(lines: dict[int, Blamed], start: int, end: int) -> Blamed | None:
 
 
 def _iso(stamp: int) -> str:
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -12,9 +12,9 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from coderag.deps import CatalogDep, SettingsDep, UserDep
+from coderag.file_ranges import repo_root
 from coderag.responses import errors
 from coderag.settings import Settings
-from coderag.sources import repo_root
 from coderag.store import Catalog, get_vectors
 from coderag.store.stats import file_count, unit_stats
 from coderag.store.vectors import SPACE_PREFIXES

@@ -9,22 +9,19 @@ indexed one, so the index after any sequence of updates equals a full index of t
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
-from coderag import lease, recovery, stages
+from coderag import chain, stages
+from coderag.chain import Stage
 from coderag.errors import NotFound
 from coderag.jobs import EmbedFiles, IndexRepo, handles
-from coderag.queue import enqueue
 from coderag.schemas import RepoOut, Unit
-from coderag.settings import Settings, get_settings
-from coderag.store import Catalog, get_catalog, stage_rows
+from coderag.settings import Settings
+from coderag.store import Catalog, stage_rows
 from coderag_parser import gitsync
 from coderag_parser.files import excluded, indexable, regular_file, walk
 from coderag_parser.parsing import blame_all, parse_all
-
-log = logging.getLogger(__name__)
 
 FULL_WALK_TRIGGERS = (".gitignore",)
 """A change to one of these files can change what is indexed anywhere: walk the whole tree."""
@@ -59,48 +56,34 @@ def _candidates(
 
 
 @handles(IndexRepo)
-def index_repo(payload: dict[str, Any]) -> dict[str, Any]:
+def index_repo(job: IndexRepo) -> dict[str, Any]:
     """Bring a repository's index up to date with its work tree (or clone), then embed."""
-    name = payload["repo"]
-    settings = get_settings()
-    catalog = get_catalog()
-    try:
-        repo = catalog.get_repo(name)
-        reg = catalog.registration(name)
-    except NotFound:
-        return {"repo": name, "skipped": "deleted"}
-    if payload.get("registration") not in (None, reg):
-        return {"repo": name, "skipped": "deleted"}
-    token = lease.start_chain(catalog, name, settings.job_lease_s)
-    if token is None:
-        return {"repo": name, "skipped": "running"}  # it runs once more when that chain ends
-    stage_rows.open_vector_chain(catalog.db, name, token)
+    return chain.run(job, _parse, first=True)
+
+
+def _parse(stage: Stage) -> dict[str, Any]:
+    catalog, settings, name, reg = stage.catalog, stage.settings, stage.repo, stage.registration
+    repo = catalog.get_repo(name)
+    stage_rows.open_vector_chain(catalog.db, name, stage.token)
     fields: dict[str, Any] = {"error": None, "progress": "walking"}
     if repo.status != "ready":
         fields["status"] = "indexing"
-    try:
-        with lease.renewing(catalog, name, token, settings.job_lease_s):
-            paths, drop, stale, commit, full, root = _index(catalog, settings, repo, reg, fields)
-            if not stages.publish_keywords(catalog, name, reg, settings):
-                raise NotFound(f"repository {name!r} was deleted while it was parsed")
-            _blame(catalog, settings, name, reg, root)
-    except NotFound:
-        return {"repo": name, "skipped": "deleted"}
-    except Exception as exc:
-        log.exception("indexing %s failed", name)
-        recovery.fail(catalog, name, reg, token, exc)
-        raise
+    with stage.renewing():
+        paths, drop, stale, commit, full, root = _index(catalog, settings, repo, reg, fields)
+        if not stages.publish_keywords(catalog, name, reg, settings):
+            raise NotFound(f"repository {name!r} was deleted while it was parsed")
+        _blame(catalog, settings, name, reg, root)
     out = {
         "repo": name,
         "registration": reg,
-        "lease": token,
+        "lease": stage.token,
         "files": paths,
         "removed": sorted(drop),
         "stale_ids": sorted(stale),
         "commit": commit,
         "full_walk": full,
     }
-    enqueue(EmbedFiles(**out))
+    stage.next(EmbedFiles(**out))
     return out
 
 

@@ -11,7 +11,6 @@ or whose parse finds nothing, become blank-line blocks. ``facts.py`` adds each u
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from tree_sitter import QueryCursor
 
@@ -19,6 +18,7 @@ from coderag.schemas import Unit
 from coderag_parser.definitions import CONTAINERS, SYMBOL_ONLY, Definition, find_definitions
 from coderag_parser.facts import DEPRECATED_MARKERS, collect_facts
 from coderag_parser.languages import has_grammar, load_query, parser
+from coderag_parser.parsed import ParsedFile
 
 SPLIT_LINES = 500
 """Functions longer than this many lines are split into parts."""
@@ -39,16 +39,6 @@ _ASSIGNED = re.compile(
     r"^\s*(?:export\s+)?(?:(?:const|let|var|final|static|public|private|protected|readonly)\s+)*"
     r"([A-Za-z_$][\w$]*)\s*(?::[^=]+)?=[^=]"
 )
-
-
-@dataclass
-class ParsedFile:
-    """Everything the parser learns from one file."""
-
-    units: list[Unit]
-    symbols: list[dict] = field(default_factory=list)
-    calls: list[dict] = field(default_factory=list)
-    imports: list[str] = field(default_factory=list)
 
 
 def is_test_path(path: str) -> bool:

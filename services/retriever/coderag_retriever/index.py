@@ -18,6 +18,7 @@ import numpy as np
 from coderag.schemas import Unit
 from coderag.store import Catalog, get_vectors
 from coderag.store import clusters as cluster_table
+from coderag.store.graph import Graph
 from coderag_retriever import shards
 from coderag_retriever.postings import Postings
 from coderag_retriever.shards import FileShard
@@ -87,8 +88,6 @@ def load_vectors(
 
 def history_scores(catalog: Catalog, repo: str, units: list[Unit]) -> np.ndarray:
     """Seed 004's history score per unit: log(1 + recent commits × (1 + references)) of its file."""
-    from coderag.store.graph import Graph
-
     commits = catalog.history(repo)
     if not commits:
         return np.zeros(len(units))

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from coderag import routes
 from coderag_retriever.index import RepoIndex
 from coderag_retriever.query import Query
 from coderag_retriever.text import code_tokens, has_chinese
 
-RANKED_ROUTES = ("vector", "vector2", "keyword", "symbol", "exact", "feedback")
+RANKED_ROUTES = routes.RANKED
 """Routes whose rank and score are features."""
 
 DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coderag import routes
 from coderag.language import STOP_EN
 from coderag.schemas import Unit
 from coderag.settings import Settings
@@ -40,7 +41,7 @@ from coderag_retriever.selfcheck import (
 K = 10
 """Depth the rankings are read to (MRR@10)."""
 
-DOC_ROUTES = ("keyword", "symbol", "exact")
+DOC_ROUTES = routes.DOC
 """Routes the doc questions are scored with: those that read only the doc-stripped texts."""
 
 ROUTES_NOTE = {

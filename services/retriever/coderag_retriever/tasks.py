@@ -4,41 +4,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from coderag import lease
-from coderag.errors import NotFound
+from coderag import chain, lease
+from coderag.chain import Skip, Stage
 from coderag.jobs import IndexRepo, RefreshRepo, handles
-from coderag.queue import enqueue
-from coderag.settings import get_settings
-from coderag.store import get_catalog, stage_rows
+from coderag.store import stage_rows
+from coderag_retriever.clustering import refresh
 from coderag_retriever.index import get_index_cache
 
 
 @handles(RefreshRepo)
-def refresh_repo(payload: dict[str, Any]) -> dict[str, Any]:
+def refresh_repo(job: RefreshRepo) -> dict[str, Any]:
     """Refresh clusters (when the cluster route is on), then mark the repository ready with fresh
     counts; in-process, rebuild its index now."""
-    name = payload["repo"]
-    catalog = get_catalog()
-    try:
-        reg = catalog.registration(name)
-    except NotFound:
-        return {"repo": name, "skipped": "deleted"}
-    if payload.get("registration") not in (None, reg):
-        return {"repo": name, "skipped": "deleted"}
-    settings = get_settings()
-    if not lease.continue_chain(catalog, name, payload.get("lease"), settings.job_lease_s):
-        return {"repo": name, "skipped": "superseded"}
+    return chain.run(job, lambda stage: _refresh(stage, job))
+
+
+def _refresh(stage: Stage, job: RefreshRepo) -> dict[str, Any]:
+    catalog, settings, name = stage.catalog, stage.settings, stage.repo
     files, units = catalog.counts(name)
     if settings.weights().get("cluster", 0.0) > 0:
-        from coderag_retriever.clusters import refresh
-
-        with lease.renewing(catalog, name, payload.get("lease"), settings.job_lease_s):
+        with stage.renewing():
             refresh(catalog, name, settings)
-
-    if not stage_rows.publish_complete(catalog.db, name, reg, files, units, payload.get("commit")):
-        return {"repo": name, "skipped": "deleted"}
-    if lease.finish_chain(catalog, name, payload.get("lease")):
-        enqueue(IndexRepo(repo=name))  # a reindex asked for while this chain ran
+    if not stage_rows.publish_complete(
+        catalog.db, name, stage.registration, files, units, job.commit
+    ):
+        raise Skip("deleted")
+    if lease.finish_chain(catalog, name, stage.token):
+        stage.next(IndexRepo(repo=name))  # a reindex asked for while this chain ran
     if not settings.redis_url:
         get_index_cache().get(catalog, name)
     return {"repo": name, "files": files, "units": units}

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from coderag.errors import Conflict, NotFound
+from coderag.eta import eta_seconds
 from coderag.schemas import RepoOut, Unit
 from coderag.store.sqlite import Database
 
@@ -430,8 +431,6 @@ def _repo_out(row: sqlite3.Row) -> RepoOut:
 def _stage_fields(row: sqlite3.Row) -> dict[str, object]:
     """complete, stages and eta_s of a repository row (a row from before stages: complete when
     ready)."""
-    from coderag.stages import eta_seconds
-
     keys = row.keys()
     state = json.loads(row["stages"] or "{}") if "stages" in keys else {}
     raw = row["complete"] if "complete" in keys else None

@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from coderag.settings import get_settings
 from coderag_embedder.encoder import default_model_dir
 from coderag_training.embedder.evaluation import evaluate, metrics_table
 from coderag_training.embedder.pairs import mine_pairs, retriever_hard_negatives, split_by_symbol
@@ -58,7 +59,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """CLI: mine pairs, fine-tune, print held-out metrics before and after; exit status."""
     args = _parser().parse_args(argv)
-    from coderag.settings import get_settings
 
     base = args.base_model or default_model_dir()
     repo_path = args.repo_path.resolve()

@@ -11,7 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coderag.settings import get_settings
 from coderag_embedder.encoder import unit_text
+from coderag_parser.languages import has_grammar, language_of
+from coderag_parser.units import parse_source
+from coderag_retriever.search import rank
 
 HardNegatives = Callable[[str], list[str]]
 """Given an anchor's text, texts that look close to it but are other code (the confusers)."""
@@ -70,8 +74,6 @@ def head_of(text: str) -> str:
 
 def _version(repo: str, path: str, language: str, source: str) -> _Version:
     """Parse one version of a file into its function units and who-calls-what."""
-    from coderag_parser.units import parse_source
-
     parsed = parse_source(repo, path, language, source)
     out = _Version()
     by_id: dict[str, str] = {}
@@ -129,8 +131,6 @@ def mine_pairs(
     """Before/after pairs of the functions changed in the last ``max_commits`` commits of ``rev``
     (first-parent diffs), with same-file negatives that have no call relation to the pair."""
     import git
-
-    from coderag_parser.languages import has_grammar, language_of
 
     repo = git.Repo(str(repo_path))
     name = Path(repo_path).resolve().name
@@ -192,8 +192,6 @@ def mine_pairs(
 def retriever_hard_negatives(repo_name: str, k: int = 5) -> HardNegatives:
     """Confusers from the retriever: the top-``k`` units ``rank`` returns for an anchor's text
     over the indexed repository ``repo_name``, other than units of the anchor's own symbol."""
-    from coderag.settings import get_settings
-    from coderag_retriever.search import rank
 
     def confusers(text: str) -> list[str]:
         own = head_of(text)

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coderag.errors import NotFound
+from coderag.settings import get_settings
 from coderag_generator.samples import Sample
 from coderag_training.generator.compliance import compliance
 from coderag_training.generator.evaluation import compliance_table, generate_answers, pick_eval
@@ -111,9 +113,6 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: build traps, report compliance, train the adapter, convert it, report again."""
     args = _parser().parse_args(argv)
     from peft import get_peft_model
-
-    from coderag.errors import NotFound
-    from coderag.settings import get_settings
 
     settings = get_settings()
     base = args.base_model or (Path(settings.llm_hf_model) if settings.llm_hf_model else None)

@@ -11,9 +11,11 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from coderag.settings import get_settings
 from coderag_generator.samples import Sample
 
 LLAMA_CPP_PYTHON = "0.3.36"
@@ -32,8 +34,6 @@ class ConversionError(RuntimeError):
 
 def llama_cpp_version() -> str:
     """The installed llama-cpp-python's version (the GGUF format its llama.cpp reads)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("llama_cpp_python")
     except PackageNotFoundError:
@@ -112,8 +112,6 @@ def llama_cpp_answers(
     """Greedy answers from llama.cpp (the CPU serving path): a GGUF model, optionally with a
     GGUF LoRA on top, prompted through the GGUF's own chat template."""
     from llama_cpp import Llama
-
-    from coderag.settings import get_settings
 
     llm = Llama(
         model_path=str(model_path),

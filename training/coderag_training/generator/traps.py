@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from coderag.schemas import Unit
+from coderag.store import get_catalog
 from coderag_generator import prompts
 from coderag_generator.context import Snippet
 from coderag_generator.samples import Sample, TrapSet
@@ -312,8 +313,6 @@ def build_traps(
     distractors: int = 1,
 ) -> TrapSet:
     """Samples from the units of an indexed repository (``coderag index`` first)."""
-    from coderag.store import get_catalog
-
     catalog = get_catalog()
     catalog.get_repo(repo)  # NotFound with a hint when the repository is unknown
     units = catalog.units(repo)

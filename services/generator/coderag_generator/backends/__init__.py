@@ -6,6 +6,10 @@ import threading
 
 from coderag.settings import Settings, get_settings
 from coderag_generator.backends.base import Backend, Prompt
+from coderag_generator.backends.extractive import ExtractiveBackend
+from coderag_generator.backends.hf import HFBackend
+from coderag_generator.backends.llamacpp import LlamaCppBackend
+from coderag_generator.backends.openai import OpenAIBackend
 
 __all__ = ["Backend", "Prompt", "get_backend"]
 
@@ -23,19 +27,11 @@ _KEY_FIELDS = {
 
 def _load(s: Settings) -> Backend:
     if s.llm_backend == "extractive":
-        from coderag_generator.backends.extractive import ExtractiveBackend
-
         return ExtractiveBackend()
     if s.llm_backend == "hf":
-        from coderag_generator.backends.hf import HFBackend
-
         return HFBackend(s)
     if s.llm_backend == "openai":
-        from coderag_generator.backends.openai import OpenAIBackend
-
         return OpenAIBackend(s)
-    from coderag_generator.backends.llamacpp import LlamaCppBackend
-
     return LlamaCppBackend(s)
 
 

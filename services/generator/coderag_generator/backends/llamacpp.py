@@ -4,6 +4,7 @@ prompt's token count is exact."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import threading
@@ -29,8 +30,6 @@ for Q4_1 are slow, and Q8_0 reads a 2k-token prompt 2.4 times faster (docs/BENCH
 
 def fast_copy(packaged: Path, data_dir: Path) -> Path:
     """The Q8_0 copy of the packaged model in ``data_dir/models``, made on first use."""
-    import ctypes
-
     import llama_cpp
 
     out = data_dir / "models" / FAST_FILE

@@ -1,7 +1,12 @@
 """Retrieval routes. Each ranks a repository's units for a query: ``rank(query, index, n)`` returns
 unit positions in the index, best first, with the route's own score. ``history`` and ``feedback``
-read what the other routes found, so they run last."""
+read what the other routes found, so they run last. Which routes exist, and in what order they
+run, is ``coderag.routes``'s registry; this table gives each its code."""
 
+from collections.abc import Callable
+from typing import Any
+
+from coderag import routes
 from coderag_retriever.routes.cluster import rank as cluster
 from coderag_retriever.routes.exact import rank as exact
 from coderag_retriever.routes.feedback import rank as feedback
@@ -10,17 +15,22 @@ from coderag_retriever.routes.keyword import rank as keyword
 from coderag_retriever.routes.symbol import rank as symbol
 from coderag_retriever.routes.vector import route as vector_route
 
-ROUTES = {
+CODE: dict[str, Callable[..., Any]] = {
     "vector": vector_route("vector"),
     "vector2": vector_route("vector2"),
     "keyword": keyword,
     "symbol": symbol,
     "exact": exact,
     "cluster": cluster,
+    "history": history,
+    "feedback": feedback,
 }
+"""Each registered route's ranking function."""
+
+ROUTES = {name: CODE[name] for name in routes.SEARCH}
 """Routes that search the whole repository."""
 
-PRIOR_ROUTES = {"history": history, "feedback": feedback}
-"""Routes that run after the others and read what they found."""
+PRIOR_ROUTES = {name: CODE[name] for name in routes.PRIOR}
+"""Routes that run after the others, in their running order, and read what they found."""
 
 __all__ = ["PRIOR_ROUTES", "ROUTES"]

@@ -3,6 +3,7 @@ last days and referenced widely rank first. It has no opinion of its own about t
 
 from __future__ import annotations
 
+from coderag.store import get_catalog
 from coderag_retriever.index import RepoIndex
 from coderag_retriever.query import Query
 
@@ -11,7 +12,6 @@ def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
     """Candidate units by their file's history score."""
     if not query.candidates:
         return []
-    from coderag.store import get_catalog
 
     history = index.history_scores(get_catalog(), query.repo)
     if not len(history):

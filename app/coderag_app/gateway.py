@@ -15,7 +15,7 @@ from starlette.background import BackgroundTask
 
 from coderag.settings import Settings, get_settings
 
-ROUTES = (
+PREFIXES = (
     ("/repos", "parser"),
     ("/webhooks", "parser"),
     ("/audit", "parser"),
@@ -54,7 +54,7 @@ def owner(path: str) -> str | None:
     """The service that serves a path, or None."""
     if path == "/":
         return "parser"  # the web page; its assets are under /static
-    for prefix, service in ROUTES:
+    for prefix, service in PREFIXES:
         if path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + "."):
             return service
     return None
@@ -106,7 +106,7 @@ def create_gateway(
         """Send the request on to its service and stream the response back."""
         service = owner(request.url.path)
         if service is None:
-            known = ", ".join(p for p, _ in ROUTES)
+            known = ", ".join(p for p, _ in PREFIXES)
             return JSONResponse(
                 {"detail": f"no service serves {request.url.path}; paths start with {known}"},
                 status_code=404,

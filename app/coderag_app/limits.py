@@ -3,10 +3,10 @@ to the app (a missing or false Content-Length changes nothing) and answers 413 p
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from coderag.settings import get_settings
+from coderag_app.asgi import send_error
 
 WEBHOOK_PREFIX = "/webhooks/"
 """Paths whose bodies get the larger webhook cap (forges send whole push payloads)."""
@@ -32,22 +32,6 @@ def _message(limit: int, path: str) -> str:
     return f"request body is over {limit} bytes, the limit of {path} ({setting})"
 
 
-async def _send_413(send: Any, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
 class BodyLimitMiddleware:
     """Answer 413 to any request whose body passes ``limit_for(path)`` bytes."""
 
@@ -64,7 +48,7 @@ class BodyLimitMiddleware:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length", b"").decode("latin-1").strip()
         if declared.isdigit() and int(declared) > limit:
-            await _send_413(send, _message(limit, path))
+            await send_error(send, 413, _message(limit, path), close=True)
             return
         seen = 0
         over = False
@@ -85,7 +69,7 @@ class BodyLimitMiddleware:
             if over:  # the app turned our exception into its own answer: answer 413 instead
                 if not started:
                     started = True
-                    await _send_413(send, _message(limit, path))
+                    await send_error(send, 413, _message(limit, path), close=True)
                 return
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -94,4 +78,4 @@ class BodyLimitMiddleware:
             await self.app(scope, counted, guarded)
         except BodyTooLarge as exc:
             if not started:
-                await _send_413(send, str(exc))
+                await send_error(send, 413, str(exc), close=True)

@@ -9,8 +9,8 @@ from fastapi.responses import FileResponse
 
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.errors import NotFound
+from coderag.file_ranges import FileRange, read_range
 from coderag.responses import errors
-from coderag.sources import FileRange, read_range
 
 WEB_DIR = Path(__file__).parent / "web"
 """The page's HTML, CSS and JavaScript; no build step, nothing fetched from the network."""

@@ -5,11 +5,11 @@ beyond loopback without API tokens."""
 from __future__ import annotations
 
 import ipaddress
-import json
 import secrets
 from typing import Any
 
 from coderag.settings import Settings, get_settings
+from coderag_app.asgi import send_error
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 """Host names accepted by default on a server listening on loopback."""
@@ -58,18 +58,10 @@ class HostCheckMiddleware:
                     f"Host header {raw!r} is not one this server answers to; add the name to "
                     "CODERAG_ALLOWED_HOSTS if it is yours"
                 )
-                body = json.dumps({"detail": detail}).encode()
                 if scope["type"] == "websocket":
                     await send({"type": "websocket.close", "code": 1008})
                     return
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 400,
-                        "headers": [(b"content-type", b"application/json")],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                await send_error(send, 400, detail)
                 return
         await self.app(scope, receive, send)
 

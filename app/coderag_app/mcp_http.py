@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,8 +13,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from coderag.deps import current_principal
 from coderag.errors import Unauthorized
-from coderag.mcp_server import build_server
 from coderag.settings import get_settings
+from coderag_app.asgi import send_error
+from coderag_app.mcp_server import build_server
 
 MCP_PATH = "/mcp"
 """Where the streamable HTTP transport is served."""
@@ -34,15 +34,7 @@ class _TokenGate:
         try:
             current_principal(get_settings(), headers.get("authorization"), headers.get("x-user"))
         except Unauthorized as exc:
-            body = json.dumps({"detail": exc.detail}).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [(b"content-type", b"application/json")],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            await send_error(send, 401, exc.detail)
             return
         await self.app(scope, receive, send)
 

@@ -1,0 +1,204 @@
+"""The ask use case: one question from its request to its events, with the session's earlier
+turns, the retrieval, git facts for who/when questions, the checked answer, each citation's last
+commit and the audit row. /ask (JSON and server-sent events), ``coderag ask`` and MCP's ``ask``
+(which calls /ask) all answer through ``ask``, so they cite alike."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+
+from coderag import audit
+from coderag.deps import require_query
+from coderag.errors import CoderagError
+from coderag.redact import redact
+from coderag.schemas import AskRequest
+from coderag.settings import Settings
+from coderag.store.catalog import Catalog
+from coderag_generator import chronicle, conversation, window
+from coderag_generator.answer import Event, answer_events
+from coderag_generator.backends import get_backend
+from coderag_generator.client import ParserClient, RetrieverClient
+from coderag_generator.details import enrich
+
+RETRIEVE_K = 10
+"""Hits asked of the retriever; the best ``context_units`` of them go into the prompt."""
+
+HIT_FIELDS = ("file", "start_line", "end_line", "symbol", "kind", "score")
+"""What the ``retrieval`` event shows of each hit."""
+
+
+@dataclass(frozen=True)
+class Asker:
+    """Who asks and what answers: the caller named in the audit row, the retriever and the
+    parser (over HTTP or into an app in this process), the catalog and the settings."""
+
+    user: str
+    retriever: RetrieverClient
+    parser: ParserClient
+    catalog: Catalog
+    settings: Settings
+
+
+def plan_retrieval(query: str, turns: list[conversation.Turn], max_chars: int) -> tuple[str, bool]:
+    """What to search for a question (a follow-up made standalone from the session's ``turns``;
+    a who/when question's subject) and whether it asks about history."""
+    retrieval_query = conversation.rewrite(query, turns)
+    if len(retrieval_query) > max_chars:  # the added terms must not make it invalid
+        retrieval_query = query
+    about_history = window.is_history_question(query)
+    if about_history:  # search the code for the subject, not for "who changed it last month"
+        retrieval_query = window.subject(retrieval_query)
+    return retrieval_query, about_history
+
+
+def _iso(stamp: datetime | None) -> str | None:
+    return stamp.isoformat() if stamp else None
+
+
+async def git_facts(
+    parser: ParserClient, repo: str, query: str, hits: list[dict[str, Any]]
+) -> chronicle.GitFacts:
+    """The history of the units a who/when question is about, within its window."""
+    units = chronicle.targets(query, hits)
+    win = window.window(query, datetime.now(UTC))
+    history = (
+        await parser.history(
+            repo,
+            chronicle.ranges(units),
+            log=True,
+            since=_iso(win.since if win else None),
+            until=_iso(win.until if win else None),
+        )
+        if units
+        else {"has_history": False, "ranges": []}
+    )
+    return chronicle.GitFacts(units, history, win)
+
+
+def _key(r: dict[str, Any]) -> tuple[str, int, int]:
+    return r["file"], r["start_line"], r["end_line"]
+
+
+async def with_commits(
+    parser: ParserClient, repo: str, done: dict[str, Any], git: chronicle.GitFacts | None = None
+) -> dict[str, Any]:
+    """The answer's citations, each with the last commit that touched its lines (X7); ranges
+    whose history ``git`` (a who/when answer's) already holds are not asked of the parser again,
+    so it is called once per answer."""
+    cites = done.get("citations") or []
+    if not cites:
+        return done
+    known = {_key(r): r for r in git.history.get("ranges") or []} if git else {}
+    if git and not git.history.get("has_history") and git.units:
+        return done  # no history to tell: the parser would answer no ranges
+    asked = [c for c in cites if _key(c) not in known]
+    if asked:
+        ranges = [{"file": f, "start_line": a, "end_line": b} for f, a, b in map(_key, asked)]
+        history = await parser.history(repo, ranges)
+        known |= {_key(c): r for c, r in zip(asked, history.get("ranges") or [], strict=False)}
+    for c in cites:
+        if (r := known.get(_key(c))) is not None:
+            last = r.get("last") or {}
+            c.update(last_commit=last.get("commit"), last_author=last.get("author"),
+                     last_date=last.get("date"))  # fmt: skip
+    return done
+
+
+async def ask(
+    request: AskRequest, asker: Asker, report_errors: bool = False
+) -> AsyncIterator[Event]:
+    """The events of one answer: ``retrieval`` once the question is accepted (bad input, an
+    unknown repository or session owner, or a retriever that is down raise before it), then the
+    answer's ``prompt``, ``token`` and ``retry``, then ``done`` carrying /ask's JSON. An error
+    while answering is raised, or with ``report_errors`` (a stream, whose status is already
+    sent) written to the audit log and yielded as an ``error`` event."""
+    start = time.perf_counter()
+    settings, catalog, repo = asker.settings, asker.catalog, request.repo
+    try:
+        query = require_query(request.query, settings)
+        session = None
+        if request.session_id is not None:
+            session = conversation.check_session_id(request.session_id)
+        if session:
+            await run_in_threadpool(conversation.claim, catalog.db, session, asker.user)
+        turns = (
+            await run_in_threadpool(conversation.recent, catalog.db, session, repo)
+            if session
+            else []
+        )
+        retrieval_query, about_history = plan_retrieval(query, turns, settings.max_query_chars)
+        try:
+            found = await asker.retriever.retrieve(repo, retrieval_query, RETRIEVE_K)
+        finally:
+            await asker.retriever.aclose()
+        missing: list[str] = found.get("routes_missing", [])
+        hits = await run_in_threadpool(enrich, catalog, repo, found["results"])
+        git = await git_facts(asker.parser, repo, query, hits) if about_history and hits else None
+        backend = await run_in_threadpool(get_backend, settings)
+    except BaseException:
+        await asker.parser.aclose()
+        raise
+
+    def finish(done: dict[str, Any], status: str) -> dict[str, Any]:
+        took = (time.perf_counter() - start) * 1000
+        audit.record(
+            catalog,
+            user=asker.user,
+            endpoint="ask",
+            repo=repo,
+            query=redact(query)[0],  # a pasted secret stays out of the log
+            files=list(dict.fromkeys(h["file"] for h in hits)),
+            input_tokens=done.get("input_tokens", 0),
+            response_ms=took,
+            status=status,
+        )
+        if session and "answer" in done:
+            conversation.append(
+                catalog.db,
+                session,
+                repo,
+                question=query,
+                query=retrieval_query,
+                answer=done["answer"],
+                symbols=conversation.cited_symbols(done["citations"], hits),
+            )
+        return {**done, "took_ms": round(took, 2), "session_id": session, "routes_missing": missing}
+
+    events = answer_events(
+        query,
+        hits,
+        backend,
+        settings,
+        lambda path: catalog.file_lines(repo, path),
+        conversation.prompt_history(turns),
+        git,
+        missing,
+    )
+    try:
+        yield Event(
+            "retrieval",
+            {"query": retrieval_query, "results": [{k: h[k] for k in HIT_FIELDS} for h in hits]},
+        )
+        async for event in iterate_in_threadpool(events):
+            if event.name == "done":
+                data = await with_commits(asker.parser, repo, event.data, git)
+                event = Event("done", finish(data, "refused" if data["refused"] else "ok"))
+            yield event
+    except CoderagError as exc:
+        if not report_errors:
+            raise
+        finish({}, "error")
+        yield Event("error", {"detail": exc.detail})
+    finally:
+        await asker.parser.aclose()
+        # A closed stream stops generation at the next token; if the pool thread is still
+        # inside next(), the generator is simply dropped after that token.
+        with contextlib.suppress(ValueError):
+            events.close()
