@@ -62,9 +62,10 @@ def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
     encoders = get_encoders()
     changed = sorted(set(job.files))
     # A one-file push reads only that file's units. When the chain began from collections that
-    # matched the catalog, that is all it owes; otherwise (a chain died, the encoders changed)
-    # every vector's content hash is compared with the catalog's, so the index converges to one
-    # current vector per unit after any crash.
+    # matched the catalog, and a collection's count still says so (Chroma's data was not lost),
+    # that is all it owes; otherwise (a chain died, the encoders changed) every vector's content
+    # hash is compared with the catalog's, so the index converges to one current vector per
+    # unit after any crash.
     if len(changed) > FILES_BY_QUERY:
         wanted = set(changed)
         units = [u for u in catalog.units(name) if u.file in wanted]
@@ -73,13 +74,14 @@ def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
     fingerprint = ",".join(f"{s}={e.name}" for s, e in sorted(encoders.items()))
     own_changes_only = stage_rows.vectors_follow_chain(catalog.db, name, job.lease, fingerprint)
     encoded = written = 0
-    expected = {} if own_changes_only else catalog.unit_hashes(name)
+    expected: dict[str, str] | None = None
     for space, encoder in encoders.items():
         stages.advance(catalog, name, space, 0, len(units))
         encoded += _embed(name, units, commit, encoder, space, reg)
         vectors.delete(name, job.stale_ids, space, reg)
         missing: list[Any] = []
-        if not own_changes_only:
+        if not own_changes_only or vectors.count(name, space, reg) != catalog.counts(name)[1]:
+            expected = catalog.unit_hashes(name) if expected is None else expected
             stored = vectors.hashes(name, space, reg)
             redo = {uid for uid, h in expected.items() if stored.get(uid) != h}
             missing = list(catalog.units_by_id(redo).values())

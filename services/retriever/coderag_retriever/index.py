@@ -42,6 +42,7 @@ class RepoIndex:
     slot_of: np.ndarray
     symbol_tokens: list[frozenset[str]]
     by_symbol_token: dict[str, list[int]] = field(default_factory=dict)
+    symbol_vocabulary: list[str] = field(default_factory=list)  # sorted: prefix lookups
     by_name: dict[str, list[int]] = field(default_factory=dict)
     history: np.ndarray = field(default_factory=lambda: np.zeros(0))
     labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -134,6 +135,7 @@ def assemble(
         slot_of=np.array(slots, dtype=np.int64),
         symbol_tokens=symbols,
         by_symbol_token=dict(by_token),
+        symbol_vocabulary=sorted(by_token),
         by_name=dict(by_name),
         files=files,
         read=read,

@@ -4,6 +4,9 @@ decided here once."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +66,8 @@ def retrieve(
     ready, missing = readiness(repo, settings)
     if ready_only and missing:
         settings = without_routes(settings, missing)
-    ranked = rank(repo, query, top_k, settings, embedder)
+    with slot(settings):
+        ranked = rank(repo, query, top_k, settings, embedder)
     graph = Graph(get_catalog().db) if with_code else None
     symbols = {r.unit.id: r.unit.symbol for r in ranked}
     hits = [
@@ -78,6 +82,21 @@ def retrieve(
     ]
     gate = settings.gate() if not (ready_only and missing) else 0.0
     return Retrieval(hits, below_gate([h.model_dump() for h in hits], gate), ready, missing)
+
+
+_slots: dict[int, threading.BoundedSemaphore] = {}
+_slots_guard = threading.Lock()
+
+
+@contextmanager
+def slot(settings: Settings) -> Iterator[None]:
+    """Hold one of the process's ``CODERAG_SEARCH_SLOTS`` while ranking: ranking is CPU work,
+    and forty of them at once on two cores each run slower than four at a time."""
+    n = settings.slots()
+    with _slots_guard:
+        gate = _slots.setdefault(n, threading.BoundedSemaphore(n))
+    with gate:
+        yield
 
 
 def readiness(repo: str, settings: Settings) -> tuple[list[str], list[str]]:

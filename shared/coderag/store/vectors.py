@@ -225,9 +225,10 @@ class VectorStore:
                 out[uid] = (vector, str((meta or {}).get("content_hash", "")))
         return out
 
-    def count(self, repo: str, space: str = "vector") -> int:
-        """Number of vectors stored for a repository."""
-        col = self._collection(repo, create=False, space=space)
+    def count(self, repo: str, space: str = "vector", registration: str | None = None) -> int:
+        """Number of vectors stored for a repository (in the given registration's collection,
+        else the current one's)."""
+        col = self._collection(repo, create=False, space=space, registration=registration)
         return 0 if col is None else col.count()
 
     def dimension(self, repo: str, space: str = "vector") -> int | None:

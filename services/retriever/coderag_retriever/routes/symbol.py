@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from functools import lru_cache
 
 from coderag_retriever.index import RepoIndex
 from coderag_retriever.query import Query
@@ -17,14 +19,28 @@ CONTAINER = 0.5
 """Bonus for a symbol named only as the container of a named member (``Type`` in ``Type.m``)."""
 
 
-def _matches(word: str, vocabulary: dict[str, list[int]]) -> list[str]:
+def _matches(word: str, vocabulary: dict[str, list[int]], ordered: list[str]) -> list[str]:
+    """The word itself when a symbol has it, else the tokens of at least ``MIN_PREFIX``
+    characters that it begins or that begin with it (``ordered``: the vocabulary sorted, so
+    those are a slice, not a walk over every token of a large repository)."""
     if word in vocabulary:
         return [word]
     if len(word) < MIN_PREFIX:
         return []
-    return [
-        t for t in vocabulary if len(t) >= MIN_PREFIX and (t.startswith(word) or word.startswith(t))
-    ]
+    heads = [word[:k] for k in range(MIN_PREFIX, len(word)) if word[:k] in vocabulary]
+    longer = ordered[bisect_left(ordered, word) : bisect_left(ordered, word + _LAST)]
+    return heads + longer
+
+
+_LAST = chr(0x10FFFF)
+"""Sorts after every character: ``word + _LAST`` bounds the tokens that start with ``word``."""
+
+
+@lru_cache(maxsize=1 << 16)
+def _symbol_text(symbol: str) -> str:
+    """A unit's symbol as the question text is compared with it (kept: a common word matches
+    thousands of symbols per question in a large repository)."""
+    return qualified_names(symbol.lower())
 
 
 _NAME = re.compile(r"[\w.]+")
@@ -61,7 +77,7 @@ def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
     # dict.fromkeys, not set: the walk order decides ties, and a set's order changes with
     # every process's string hashing
     for word in dict.fromkeys(query.tokens):
-        for token in _matches(word, vocab):
+        for token in _matches(word, vocab, index.symbol_vocabulary):
             for pos in vocab[token]:
                 hits.setdefault(pos, set()).add(token)
     scored = []
@@ -69,7 +85,7 @@ def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
     named = _named(text)
     for pos, matched in hits.items():
         parts = index.symbol_tokens[pos]
-        symbol = qualified_names(index.units[pos].symbol.lower())
+        symbol = _symbol_text(index.units[pos].symbol)
         exact = _mentions(text, symbol, named)
         scored.append((pos, len(matched) / (len(parts) ** 0.5) + len(matched) * 0.1 + exact))
     scored.sort(key=lambda p: (-p[1], p[0]))
