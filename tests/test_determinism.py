@@ -18,6 +18,7 @@ symbol = importlib.import_module("coderag_retriever.routes.symbol")
 words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
 index = SimpleNamespace(
     by_symbol_token={w: [i] for i, w in enumerate(words)},
+    symbol_vocabulary=sorted(words),
     symbol_tokens=[frozenset({w}) for w in words],
     units=[SimpleNamespace(symbol=f"{w}_handler") for w in words],
 )

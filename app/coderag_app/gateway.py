@@ -1,6 +1,6 @@
 """The compose gateway: one published port that forwards each path of the HTTP contract to the
 service that owns it, streams the answer back (``/ask`` sends server-sent events), and answers
-``/health`` with every service's own health. Run it with ``python -m coderag.gateway``."""
+``/health`` with every service's own health. Run it with ``python -m coderag_app.gateway``."""
 
 from __future__ import annotations
 

@@ -125,7 +125,8 @@ class Settings(BaseSettings):
         ge=0,
         description="Questions ranked at once in a process (the rest wait their turn, each on "
         "its own thread); 0 means two per CPU. More only share the same cores and cost more "
-        "CPU each: 50 clients got 35 requests/s with 40 at once, 50 with 4, on 2 cores.",
+        "CPU each: on 2 cores, 50 clients on a 100k-line repository got 38 requests/s with "
+        "forty at once and 46 with four.",
     )
     max_file_bytes: int = Field(
         1_000_000, gt=0, description="Files larger than this are skipped and counted."
