@@ -93,3 +93,21 @@ def test_a_chain_from_matching_collections_writes_only_its_changes(
     run_now(IndexRepo(repo="steady"))
     assert reads == ["steady"], "after a chain that died, every vector is compared"
     assert whole(get_vectors(), "steady") == cat.unit_hashes("steady")
+
+
+def test_a_query_after_its_collection_was_made_anew_reads_the_new_one() -> None:
+    """Queries keep a collection's handle open; one dropped and written again under the same
+    name (a repository's vectors rebuilt) is opened again, not read as gone."""
+    store = get_vectors()
+    get_catalog().create_repo("anew", "/nonexistent", None, None)
+    a, b = np.eye(3, dtype=np.float32)[0], np.eye(3, dtype=np.float32)[1]
+    store.upsert("anew", ["old"], [a], [{"file": "a.py"}])
+    assert [i for i, _ in store.query("anew", a, 5)] == ["old"]  # the handle is kept
+    other = VectorStore(store.client, store._registration)  # another service's writer
+    other.drop("anew")
+    assert store.query("anew", a, 5) == []
+    other.upsert("anew", ["new"], [b], [{"file": "b.py"}])
+    assert [i for i, _ in store.query("anew", b, 5)] == ["new"]
+    other.drop("anew")  # and made anew before this process asks again
+    other.upsert("anew", ["newer"], [a], [{"file": "c.py"}])
+    assert [i for i, _ in store.query("anew", a, 5)] == ["newer"]

@@ -75,12 +75,13 @@ def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
     own_changes_only = stage_rows.vectors_follow_chain(catalog.db, name, job.lease, fingerprint)
     encoded = written = 0
     expected: dict[str, str] | None = None
+    unit_count = catalog.counts(name)[1] if own_changes_only else 0
     for space, encoder in encoders.items():
         stages.advance(catalog, name, space, 0, len(units))
         encoded += _embed(name, units, commit, encoder, space, reg)
         vectors.delete(name, job.stale_ids, space, reg)
         missing: list[Any] = []
-        if not own_changes_only or vectors.count(name, space, reg) != catalog.counts(name)[1]:
+        if not own_changes_only or vectors.count(name, space, reg) != unit_count:
             expected = catalog.unit_hashes(name) if expected is None else expected
             stored = vectors.hashes(name, space, reg)
             redo = {uid for uid, h in expected.items() if stored.get(uid) != h}

@@ -56,6 +56,12 @@ def _missing(exc: Exception) -> bool:
     return isinstance(exc, NotFoundError) or "does not exist" in str(exc)
 
 
+def _nearest(col: Any, vector: Sequence[float], n: int) -> list[tuple[str, float]]:
+    """The collection's ``n`` nearest vectors as (id, cosine similarity), best first."""
+    res = col.query(query_embeddings=[list(map(float, vector))], n_results=n, include=["distances"])
+    return [(i, 1.0 - d) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
+
+
 Registration = Callable[[str], str]
 """The current registration id of a repository name ('' when unknown or registered before ids)."""
 
@@ -157,27 +163,24 @@ class VectorStore:
         name = self._name(repo, space, None)
         # an open handle saves a lookup per query (a fifth of a query's Chroma time); its name
         # carries the registration, so a re-registered repository opens a new one
-        col = self._opened.get(name)
-        for reopen in (col is not None, False):
-            if col is None:
-                col = self._collection(repo, create=False, space=space)
-                if col is None:
-                    return []
+        opened = self._opened.get(name)
+        if opened is not None:
             try:
-                res = col.query(
-                    query_embeddings=[list(map(float, vector))],
-                    n_results=n,
-                    include=["distances"],
-                )
+                return _nearest(opened, vector, n)
             except Exception as exc:
                 self._opened.pop(name, None)
-                if reopen and _missing(exc):  # dropped, perhaps made anew, since it was opened
-                    col = None
-                    continue
-                raise Unavailable(f"Chroma is not reachable: {exc}") from exc
-            self._opened[name] = col
-            return [(i, 1.0 - d) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
-        return []
+                if not _missing(exc):
+                    raise Unavailable(f"Chroma is not reachable: {exc}") from exc
+                # dropped, perhaps made anew, since it was opened: open it again below
+        col = self._collection(repo, create=False, space=space)
+        if col is None:
+            return []
+        try:
+            found = _nearest(col, vector, n)
+        except Exception as exc:
+            raise Unavailable(f"Chroma is not reachable: {exc}") from exc
+        self._opened[name] = col
+        return found
 
     def ids(self, repo: str, space: str = "vector", registration: str | None = None) -> set[str]:
         """Every vector id stored for a repository."""

@@ -18,6 +18,9 @@ MIN_PREFIX = 4
 CONTAINER = 0.5
 """Bonus for a symbol named only as the container of a named member (``Type`` in ``Type.m``)."""
 
+_LAST = chr(0x10FFFF)
+"""Sorts after every character: ``word + _LAST`` bounds the tokens that start with ``word``."""
+
 
 def _matches(word: str, vocabulary: dict[str, list[int]], ordered: list[str]) -> list[str]:
     """The word itself when a symbol has it, else the tokens of at least ``MIN_PREFIX``
@@ -30,10 +33,6 @@ def _matches(word: str, vocabulary: dict[str, list[int]], ordered: list[str]) ->
     heads = [word[:k] for k in range(MIN_PREFIX, len(word)) if word[:k] in vocabulary]
     longer = ordered[bisect_left(ordered, word) : bisect_left(ordered, word + _LAST)]
     return heads + longer
-
-
-_LAST = chr(0x10FFFF)
-"""Sorts after every character: ``word + _LAST`` bounds the tokens that start with ``word``."""
 
 
 @lru_cache(maxsize=1 << 16)
