@@ -7,6 +7,10 @@ line::
      "query": "...", "gold": [{"file": "src/requests/sessions.py",
                                "start_line": 120, "end_line": 185}, ...]}
 
+An optional ``"style"`` field names how the question is phrased: one of ``symptom``,
+``behaviour``, ``example_input``, ``half_name``, ``qualified_name``, ``flow``, ``absent``,
+``plain``. ``absent`` goes only with type ``absent`` and ``flow`` only with type ``chain``.
+
 Checks: schema, unique ids, gold files exist under the fetched corpus root, ranges lie
 inside the file with ``start_line <= end_line``, every gold range starts (after any
 decorators) at a def/class/func/type/const/var or an assignment, Python ranges span exactly
@@ -45,6 +49,18 @@ from coderag.language import has_han  # noqa: E402
 TYPES = ("lookup", "descriptive", "chain", "absent")
 LANGS = ("en", "zh")
 KEYS = {"id", "lang", "type", "query", "gold"}
+OPTIONAL_KEYS = {"style"}
+STYLES = (
+    "symptom",
+    "behaviour",
+    "example_input",
+    "half_name",
+    "qualified_name",
+    "flow",
+    "absent",
+    "plain",
+)
+"""Values of the optional ``style`` field: how a question is phrased."""
 GOLD_KEYS = {"file", "start_line", "end_line"}
 MIN_ZH_SHARE = 0.25
 MIN_CHAIN = 6
@@ -70,6 +86,7 @@ class Checker:
         self.fetch_sources = fetch_sources
         self.errors: list[str] = []
         self.counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self.style_counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self.file_cache: dict[pathlib.Path, list[str]] = {}
         self.py_spans: dict[pathlib.Path, set[tuple[int, int]]] = {}
 
@@ -147,8 +164,12 @@ class Checker:
         if not isinstance(q, dict):
             self.error(where, "not a JSON object")
             return
-        if set(q) != KEYS:
-            self.error(where, f"keys must be {sorted(KEYS)}, got {sorted(q)}")
+        if not KEYS <= set(q) <= KEYS | OPTIONAL_KEYS:
+            self.error(
+                where,
+                f"keys must be {sorted(KEYS)} plus optionally {sorted(OPTIONAL_KEYS)},"
+                f" got {sorted(q)}",
+            )
             return
         qid, lang, qtype, query, gold = q["id"], q["lang"], q["type"], q["query"], q["gold"]
         if not isinstance(qid, str) or not ID_RE.match(qid) or not qid.startswith(f"{corpus}-"):
@@ -162,6 +183,10 @@ class Checker:
             self.error(where, f"lang must be one of {LANGS}")
         if qtype not in TYPES:
             self.error(where, f"type must be one of {TYPES}")
+        if "style" in q:
+            self.check_style(where, q["style"], qtype)
+            if q["style"] in STYLES:
+                self.style_counts[(corpus, q["style"])] += 1
         if not isinstance(query, str) or not query.strip():
             self.error(where, "query must be a non-empty string")
         elif lang == "zh" and not has_han(query):
@@ -179,6 +204,15 @@ class Checker:
             self.check_gold(f"{where} gold[{index}]", item, root)
         if lang in LANGS and qtype in TYPES:
             self.counts[(corpus, str(qtype), str(lang))] += 1
+
+    def check_style(self, where: str, style: object, qtype: object) -> None:
+        """Validate the optional ``style`` field against STYLES and the question type."""
+        if style not in STYLES:
+            self.error(where, f"style must be one of {STYLES}, got {style!r}")
+        elif (style == "absent") != (qtype == "absent"):
+            self.error(where, "style 'absent' goes with type 'absent' and only with it")
+        elif style == "flow" and qtype != "chain":
+            self.error(where, "style 'flow' goes only with type 'chain'")
 
     def check_gold(self, where: str, item: object, root: pathlib.Path | None) -> None:
         """Validate one gold range against the corpus source."""
@@ -272,6 +306,12 @@ class Checker:
             print(f"{corpus:<16}" + "".join(f"{n:>15}" for n in row) + f"{sum(row):>8}")
         totals = [sum(self.counts[(c, t, lang)] for c in corpora) for t in TYPES for lang in LANGS]
         print(f"{'all':<16}" + "".join(f"{n:>15}" for n in totals) + f"{grand:>8}")
+        styled = sorted({corpus for corpus, _ in self.style_counts})
+        if styled:
+            print("\n" + f"{'style':<16}" + "".join(f"{s:>14}" for s in STYLES))
+            for corpus in styled:
+                row = [self.style_counts[(corpus, s)] for s in STYLES]
+                print(f"{corpus:<16}" + "".join(f"{n:>14}" for n in row))
 
 
 def skip_decorators(lines: list[str], start: int, end: int) -> int | None:
