@@ -308,10 +308,10 @@ class Checker:
         print(f"{'all':<16}" + "".join(f"{n:>15}" for n in totals) + f"{grand:>8}")
         styled = sorted({corpus for corpus, _ in self.style_counts})
         if styled:
-            print("\n" + f"{'style':<16}" + "".join(f"{s:>14}" for s in STYLES))
+            print("\n" + f"{'style':<16}" + "".join(f"{s:>15}" for s in STYLES))
             for corpus in styled:
                 row = [self.style_counts[(corpus, s)] for s in STYLES]
-                print(f"{corpus:<16}" + "".join(f"{n:>14}" for n in row))
+                print(f"{corpus:<16}" + "".join(f"{n:>15}" for n in row))
 
 
 def skip_decorators(lines: list[str], start: int, end: int) -> int | None:
