@@ -88,10 +88,8 @@ LICENSE = re.compile(
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_']*")
 _TOKEN = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#|->)[A-Za-z_$][\w$]*)*(?:\(\))?|\S")
-_CODE_TOKEN = re.compile(
-    r"_|[a-z][A-Z]|[A-Z]{2,}[a-z]|(?:\.|::|#|->)[A-Za-z_]|\(\)$|^[A-Z0-9]{2,}$|\d[A-Za-z]|[A-Za-z]\d"
-)
-"""What makes a token an identifier: snake_case, camelCase, a qualified name, a call, an acronym."""
+_CODE_TOKEN = re.compile(r"_|[a-z][A-Z]|[A-Z]{2,}[a-z]|(?:\.|::|#|->)[A-Za-z_]|\(\)$")
+"""What makes a token an identifier: snake_case, camelCase, a qualified name, a call."""
 
 _MARKUP = [
     (re.compile(r"\{@(?:code|link|linkplain|literal|value)\s+([^}]*)\}"), r"\1"),
@@ -118,59 +116,17 @@ CALL_NODES = frozenset({"call", "call_expression", "method_invocation", "new_exp
 FUNCTION_KINDS = frozenset({"function", "method"})
 """Definition kinds a test can be said to test."""
 
-FUNCTION_WORDS = {
-    "if": "如果",
-    "when": "当",
-    "whether": "是否",
-    "not": "不",
-    "no": "没有",
-    "without": "不带",
-    "with": "带",
-    "and": "和",
-    "or": "或",
-    "for": "为",
-    "from": "从",
-    "into": "到",
-    "by": "通过",
-    "before": "之前",
-    "after": "之后",
-    "all": "所有",
-    "each": "每个",
-    "every": "每个",
-    "this": "这个",
-    "that": "该",
-    "it": "它",
-    "its": "它的",
-    "which": "哪个",
-    "only": "只",
-    "also": "也",
-    "can": "可以",
-    "may": "可能",
-    "must": "必须",
-    "should": "应该",
-    "will": "将",
-    "than": "比",
-    "as": "作为",
-    "of": "的",
-    "in": "在",
-    "on": "在",
-    "at": "在",
-    "to": "到",
-    "is": "是",
-    "are": "是",
-    "be": "是",
-    "has": "有",
-    "have": "有",
-    "same": "相同",
-    "any": "任何",
-    "more": "更多",
-    "one": "一个",
-    "two": "两个",
-    "given": "给定",
-    "using": "使用",
-    "until": "直到",
-    "between": "之间",
-}
+FUNCTION_WORDS = dict(
+    re.findall(
+        r"(\w+)=(\S+)",
+        "if=如果 when=当 whether=是否 not=不 no=没有 without=不带 with=带 and=和 or=或 "
+        "for=为 from=从 into=到 by=通过 before=之前 after=之后 all=所有 each=每个 "
+        "every=每个 this=这个 that=该 it=它 its=它的 which=哪个 only=只 also=也 can=可以 "
+        "may=可能 must=必须 should=应该 will=将 than=比 as=作为 of=的 in=在 on=在 at=在 "
+        "to=到 is=是 are=是 be=是 has=有 have=有 same=相同 any=任何 more=更多 one=一个 "
+        "two=两个 given=给定 using=使用 until=直到 between=之间",
+    )
+)
 """English function words -> Chinese; they are not content words, so they never count for or
 against a translation."""
 
@@ -199,7 +155,7 @@ class FileMined:
 
 
 @dataclass
-class TestCase:
+class Case:
     """A test: its name as words, and the names it calls."""
 
     words: list[str]
@@ -424,12 +380,12 @@ def calls_in(node: Node) -> set[str]:
     return {name for n in iter_nodes(node) if n.type in CALL_NODES if (name := callee(n))}
 
 
-def test_cases(language: str, source: str) -> list[TestCase]:
+def cases_in(language: str, source: str) -> list[Case]:
     """The tests of one test file: Python ``test_*``, Go ``Test*``, Java ``@Test``/``test*``
     methods, Rust ``#[test]`` functions, JavaScript/TypeScript ``it("...")``/``test("...")``."""
     data = source.encode("utf-8")
     root = parser(language).parse(data).root_node
-    out: list[TestCase] = []
+    out: list[Case] = []
     for node in iter_nodes(root):
         if language in ("javascript", "typescript", "tsx") and node.type == "call_expression":
             fn = node.child_by_field_name("function")
@@ -441,7 +397,7 @@ def test_cases(language: str, source: str) -> list[TestCase]:
                 continue
             title = (first.text or b"").decode("utf-8", "replace").strip("'\"`")
             words = [w.lower() for w in _WORD.findall(title)]
-            out.append(TestCase(words, calls_in(args)))
+            out.append(Case(words, calls_in(args)))
             continue
         if node.type not in (
             "function_definition",
@@ -456,7 +412,7 @@ def test_cases(language: str, source: str) -> list[TestCase]:
             continue
         words = words_of_test(name)
         if words:
-            out.append(TestCase(words, calls_in(node)))
+            out.append(Case(words, calls_in(node)))
     return out
 
 
@@ -479,7 +435,7 @@ def is_test_function(language: str, node: Node, name: str) -> bool:
     return False
 
 
-def tested_function(case: TestCase, functions: dict[str, int]) -> str | None:
+def tested_function(case: Case, functions: dict[str, int]) -> str | None:
     """The code-base function the test calls whose name's words appear, in order, in the test's
     name (``functions``: name -> how many definitions carry it). The longest such name wins
     (``AddHook`` over ``Add``); None when it is ambiguous (two names, or several definitions of
@@ -553,13 +509,23 @@ def en_to_zh() -> dict[str, str]:
     return {word: key[-1] for word, key in best.items()}
 
 
-def is_identifier(token: str, names: frozenset[str]) -> bool:
-    """Whether a token is code (snake_case, camelCase, qualified, a call, an acronym) or the name
-    of a definition of the code base."""
-    return bool(_CODE_TOKEN.search(token)) or token in names
+def is_identifier(token: str) -> bool:
+    """Whether a token is written as code: snake_case, camelCase, a qualified name, a call."""
+    return bool(_CODE_TOKEN.search(token))
 
 
-def translate(query: str, names: frozenset[str] = frozenset()) -> str | None:
+def keeps_latin(token: str, index: int) -> bool:
+    """Whether a token stays in Latin letters in a Chinese question: identifiers, acronyms and
+    proper nouns (capitalised past the first word: Linux, JSON, Logrus)."""
+    return (
+        is_identifier(token)
+        or (len(token) > 1 and token.isupper())
+        or (index > 0 and token[0].isupper())
+        or any(ch.isdigit() for ch in token)
+    )
+
+
+def translate(query: str) -> str | None:
     """The query in Chinese, word by word through the dictionary, identifiers kept in Latin
     letters; None unless the retriever's own Chinese->English mapping gets back at least
     ``ZH_MIN_RECOVERED`` of the content words."""
@@ -571,8 +537,8 @@ def translate(query: str, names: frozenset[str] = frozenset()) -> str | None:
             pieces.append({",": "，", ".": "。", "?": "？", ":": "：", ";": "；"}.get(token, ""))
             continue
         low = token.lower()
-        if is_identifier(token, names) or (index > 0 and token[0].isupper()):
-            pieces.append(f" {token} ")  # code and proper nouns (Linux, JSON) stay Latin
+        if keeps_latin(token, index):
+            pieces.append(f" {token} ")
         elif low in FUNCTION_WORDS:
             pieces.append(FUNCTION_WORDS[low])
         elif low in DROPPED or low in STOP_WORDS:
@@ -600,11 +566,14 @@ def seeded(name: str, salt: str) -> random.Random:
     return random.Random(int(hashlib.sha256(f"{name}:{salt}".encode()).hexdigest()[:16], 16))
 
 
-def question_type(query: str, names: frozenset[str]) -> str:
-    """``lookup`` when the query contains an identifier, else ``descriptive``."""
-    return (
-        "lookup" if any(is_identifier(t, names) for t in _TOKEN.findall(query)) else "descriptive"
-    )
+def question_type(query: str, name: str, source: str) -> str:
+    """``lookup`` when the query contains an identifier: one written as code, or the gold
+    definition's own name; a test's name always names its function (in words). Else
+    ``descriptive``."""
+    if source == "test":
+        return "lookup"
+    tokens = _TOKEN.findall(query)
+    return "lookup" if any(is_identifier(t) or t == name for t in tokens) else "descriptive"
 
 
 def source_files(root: Path) -> list[tuple[str, str]]:
@@ -633,14 +602,14 @@ def build(entry: dict) -> dict:
     docs: list[dict] = []
     functions: dict[str, list[tuple[str, int]]] = {}
     blanked_text: list[str] = []
-    tests: list[tuple[str, TestCase]] = []
+    tests: list[tuple[str, Case]] = []
     units_of: dict[str, list] = {}
     for rel, language in files:
         path = dest / rel
         source = path.read_text("utf-8", errors="replace")
         lines += source.count("\n") + (0 if source.endswith("\n") or not source else 1)
         if is_test_path(rel):
-            tests += [(rel, case) for case in test_cases(language, source)]
+            tests += [(rel, case) for case in cases_in(language, source)]
             continue
         mined = mine_file(language, source)
         if mined.text != source:
@@ -681,8 +650,7 @@ def build(entry: dict) -> dict:
                 }
             )
     questions = select(name, docs, test_qs)
-    names = frozenset(functions) | frozenset(q["name"] for q in questions)
-    records = finish(name, questions, names)
+    records = finish(name, questions)
     OUT.mkdir(parents=True, exist_ok=True)
     with (OUT / f"{name}.jsonl").open("w", encoding="utf-8") as f:
         for rec in records:
@@ -720,7 +688,7 @@ def select(name: str, docs: list[dict], tests: list[dict]) -> list[dict]:
     return chosen
 
 
-def finish(name: str, questions: list[dict], names: frozenset[str]) -> list[dict]:
+def finish(name: str, questions: list[dict]) -> list[dict]:
     """The question records, about ``ZH_SHARE`` of them in Chinese (chosen by a seeded shuffle
     among those whose translation holds)."""
     order = list(range(len(questions)))
@@ -730,7 +698,7 @@ def finish(name: str, questions: list[dict], names: frozenset[str]) -> list[dict
     for i in order:
         if len(zh) >= want:
             break
-        text = translate(questions[i]["query"], names)
+        text = translate(questions[i]["query"])
         if text:
             zh[i] = text
     records = []
@@ -740,7 +708,7 @@ def finish(name: str, questions: list[dict], names: frozenset[str]) -> list[dict
             {
                 "id": f"{name}-{q['source']}-{i:03d}",
                 "lang": "zh" if i - 1 in zh else "en",
-                "type": question_type(q["query"], names),
+                "type": question_type(q["query"], q["name"], q["source"]),
                 "query": query,
                 "gold": [{"file": q["file"], "start_line": q["span"][0], "end_line": q["span"][1]}],
                 "source": q["source"],
