@@ -82,6 +82,10 @@ export function removeListeners(name: string): void {
 """
 
 
+PATHS = {"python": "a.py", "go": "a.go", "rust": "a.rs", "java": "A.java", "typescript": "a.ts"}
+"""A file name of each language, for the parser."""
+
+
 def mined(language: str, source: str) -> mine.FileMined:
     """The miner's result for one inline file."""
     return mine.mine_file(language, source)
@@ -118,16 +122,16 @@ def test_python_docstring_becomes_an_empty_literal_that_still_parses() -> None:
 def gold(language: str, source: str, name: str) -> tuple[int, int] | None:
     """The gold range the miner gives the definition ``name`` of an inline file."""
     out = mined(language, source)
-    path = {"python": "a.py", "go": "a.go", "rust": "a.rs", "java": "A.java"}.get(language, "a.ts")
-    units = parse_source("r", path, language, out.text).units
+    units = parse_source("r", PATHS[language], language, out.text).units
     doc = next(d for d in out.docs if d.name == name)
     return mine.unit_of(units, doc.name, doc.row)
 
 
 def unit_lines(language: str, text: str, symbol: str) -> tuple[int, int]:
     """The lines of the unit the parser makes of ``symbol`` in ``text``."""
-    path = {"python": "a.py", "go": "a.go", "rust": "a.rs", "java": "A.java"}.get(language, "a.ts")
-    unit = next(u for u in parse_source("r", path, language, text).units if u.symbol == symbol)
+    unit = next(
+        u for u in parse_source("r", PATHS[language], language, text).units if u.symbol == symbol
+    )
     return unit.start_line, unit.end_line
 
 
