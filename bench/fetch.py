@@ -18,6 +18,13 @@ Usage::
 
     python bench/fetch.py [NAME ...]    # prints the absolute root of each corpus
 
+    python bench/fetch.py --mining      # every code base of ``bench/mining.json``
+
+``bench/mining.json`` pins, in the same format, the code bases that training questions are mined
+from (``split: "mined"``, in neither split); :func:`load_corpora` never returns them, so nothing
+that iterates the splits sees them, but :func:`get_corpus` and :func:`corpus_root` find them by
+name.
+
 Other bench scripts import :func:`corpus_root` and :func:`load_corpora`.
 """
 
@@ -35,6 +42,7 @@ import zipfile
 
 BENCH_DIR = pathlib.Path(__file__).resolve().parent
 CORPORA_FILE = BENCH_DIR / "corpora.json"
+MINING_FILE = BENCH_DIR / "mining.json"
 CACHE_DIR = BENCH_DIR / ".cache"
 ARCHIVE_DIR = CACHE_DIR / "archives"
 SRC_DIR = CACHE_DIR / "src"
@@ -48,26 +56,34 @@ class FetchError(RuntimeError):
     """A corpus could not be downloaded, verified or extracted."""
 
 
-def load_corpora() -> list[dict]:
-    """Return the corpus entries of ``bench/corpora.json``, validated for required keys."""
-    entries = json.loads(CORPORA_FILE.read_text(encoding="utf-8"))
+def load_corpora(path: pathlib.Path = CORPORA_FILE) -> list[dict]:
+    """Return the corpus entries of ``bench/corpora.json`` (or of ``path``), validated for
+    required keys."""
+    entries = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(entries, list):
-        raise FetchError(f"{CORPORA_FILE}: expected a JSON list")
+        raise FetchError(f"{path}: expected a JSON list")
     for entry in entries:
         missing = [key for key in REQUIRED_KEYS if key not in entry]
         if missing:
-            raise FetchError(f"{CORPORA_FILE}: entry {entry!r} lacks {missing}")
+            raise FetchError(f"{path}: entry {entry!r} lacks {missing}")
         if entry["kind"] not in KINDS:
-            raise FetchError(f"{CORPORA_FILE}: unknown kind {entry['kind']!r}")
+            raise FetchError(f"{path}: unknown kind {entry['kind']!r}")
     return entries
 
 
+def load_mining() -> list[dict]:
+    """Return the entries of ``bench/mining.json`` (code bases mined for training questions)."""
+    return load_corpora(MINING_FILE) if MINING_FILE.is_file() else []
+
+
 def get_corpus(name: str) -> dict:
-    """Return the corpus entry called ``name`` or raise FetchError."""
-    for entry in load_corpora():
+    """Return the corpus entry called ``name`` (``corpora.json`` first, then ``mining.json``)
+    or raise FetchError."""
+    entries = load_corpora() + load_mining()
+    for entry in entries:
         if entry["name"] == name:
             return entry
-    known = ", ".join(entry["name"] for entry in load_corpora())
+    known = ", ".join(entry["name"] for entry in entries)
     raise FetchError(f"unknown corpus {name!r} (known: {known})")
 
 
@@ -152,7 +168,8 @@ def verify(entry: dict, archive: pathlib.Path) -> None:
         raise FetchError(
             f"{entry['name']}: sha256 mismatch for {archive}\n"
             f"  expected {entry['sha256']}\n  actual   {actual}\n"
-            "Delete the file to download it again, or fix the pin in bench/corpora.json."
+            "Delete the file to download it again, or fix the pin in bench/corpora.json "
+            "or bench/mining.json."
         )
 
 
@@ -213,7 +230,10 @@ def corpus_root(name: str) -> pathlib.Path:
 def main(argv: list[str]) -> int:
     """Fetch the named corpora (all when none are named) and print their roots."""
     try:
-        entries = [get_corpus(name) for name in argv] if argv else load_corpora()
+        if argv == ["--mining"]:
+            entries = load_mining()
+        else:
+            entries = [get_corpus(name) for name in argv] if argv else load_corpora()
         for entry in entries:
             print(fetch(entry))
     except FetchError as exc:
