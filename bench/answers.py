@@ -2,7 +2,8 @@
 with the hits ``/retrieve`` would give, per answer backend, on the pinned corpora.
 
     python bench/answers.py [--corpus NAME ...] [--backend extractive --backend llamacpp]
-                            [--llm-every 3] [--fresh] [--reuse-hits] [--split tune|test|all]
+                            [--llm-every 3] [--fresh] [--reuse-hits]
+                            [--split tune|tune2|test|test2|all]
                             [--rule learned|gate] [--calibrate-only] [--lexical] [--out FILE]
 
 Reports, per backend and question language: citation precision (share of returned citations
@@ -421,7 +422,7 @@ def main() -> int:
     )
     ap.add_argument(
         "--split",
-        choices=["tune", "test", "all"],
+        choices=["tune", "tune2", "test", "test2", "all"],
         default="tune",
         help="corpora of bench/corpora.json by split; the decision is fitted on tune only",
     )

@@ -1,7 +1,7 @@
 """Retrieval benchmark: coderag's hybrid search against BM25 over units and plain vector RAG over
 1000-character chunks (200 overlap), in the same run, on the pinned corpora of corpora.json.
 
-    python bench/retrieval.py [--split test|tune|all] [--corpus NAME ...] [--reuse]
+    python bench/retrieval.py [--split test|test2|tune|tune2|all] [--corpus NAME ...] [--reuse]
                               [--out bench/results/retrieval.md] [--dump-features F.jsonl]
 
 Every corpus belongs to a split (``"split"`` in corpora.json): the tuning split may be read and
@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 DATA = Path(os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data")))
 
 from baselines import Baselines, K  # noqa: E402
-from fetch import corpus_root, load_corpora  # noqa: E402
+from fetch import corpus_root, load_corpora, load_mining  # noqa: E402
 
 from coderag import embedding  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
@@ -42,6 +42,20 @@ from coderag_retriever.index import get_index_cache  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
 
 embedding.use_local(local())  # this script's queries embed in-process
+
+SPLITS = {
+    "test": "Test split (frozen: nothing was tuned on it)",
+    "test2": "Second test split (frozen: new code bases, questions written in users' styles)",
+    "tune": "Tuning split (weights, constants and the learned ranker were fitted here)",
+    "tune2": "Second tuning split (new code bases, questions written in users' styles)",
+}
+"""The splits of corpora.json, frozen ones first, with their report titles."""
+
+
+def tunable(split: str) -> bool:
+    """Whether a split may be read and tuned on."""
+    return split.startswith("tune")
+
 
 MISSES: list[dict] | None = None
 """With --misses, the fused search's questions whose gold is not in the top 5."""
@@ -211,12 +225,32 @@ def dump_doc_features(corpus: dict, reuse: bool, settings: Settings, sink, limit
     dump_features(nodoc["name"], questions[:limit], settings, sink)
 
 
+def dump_mined_features(entry: dict, reuse: bool, settings: Settings, sink, limit: int) -> None:
+    """Features of up to ``limit`` questions mined from a code base of ``bench/mining.json``,
+    over its doc-blanked copy (``bench/mine.py`` makes both)."""
+    import random
+
+    name = entry["name"]
+    path = HERE / ".cache" / "mined" / f"{name}.jsonl"
+    root = HERE / ".cache" / "src" / f"{name}-nodoc"
+    if not (path.exists() and root.is_dir()):
+        print(f"no mined questions for {name}: run bench/mine.py {name}", file=sys.stderr)
+        return
+    questions = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    random.Random(0).shuffle(questions)
+    copy = {**entry, "name": f"{name}-nodoc"}
+    index_corpus(copy, reuse, root)
+    dump_features(copy["name"], questions[:limit], settings, sink)
+    print(f"{name}: {min(limit, len(questions))} mined questions", file=sys.stderr)
+
+
 def evaluate(
     corpora: list[dict],
     reuse: bool,
     features_out: Path | None,
     dump_only: bool = False,
     doc_questions: int = 0,
+    mined: int = 0,
 ) -> str:
     """Run every system on every question; return the markdown report."""
     settings = get_settings()
@@ -236,7 +270,7 @@ def evaluate(
             r["lines"] for r in catalog.db.read("SELECT lines FROM files WHERE repo=?", (name,))
         )
         questions = [q for q in load_questions(name) if q["type"] != "absent"]
-        if sink is not None and split == "tune":
+        if sink is not None and tunable(split):
             dump_features(name, questions, settings, sink)
         if dump_only:
             continue
@@ -269,7 +303,7 @@ def evaluate(
                 runs["baseline: vector RAG, 1000-char chunks, second encoder"] = base.vector_rank(
                     q["query"], "vector2"
                 )
-            if MISSES is not None and split == "tune":
+            if MISSES is not None and tunable(split):
                 r = first_rank(runs[DEFAULT], q["gold"])
                 if r is None or r > 5:
                     MISSES.append(
@@ -292,15 +326,12 @@ def evaluate(
         for corpus in corpora:
             if corpus.get("split", "tune") == "tune" and doc_questions:
                 dump_doc_features(corpus, reuse, settings, sink, doc_questions)
+        for entry in load_mining() if mined else ():
+            dump_mined_features(entry, reuse, settings, sink, mined)
         sink.close()
     out = []
-    for split in ("test", "tune"):
+    for split, title in SPLITS.items():
         if split in stats:
-            title = (
-                "Test split (frozen: nothing was tuned on it)"
-                if split == "test"
-                else ("Tuning split (weights, constants and the learned ranker were fitted here)")
-            )
             out.append(f"## {title}\n")
             out.append(report(stats[split], meta_rows[split], latencies[split]))
     return "\n".join(out)
@@ -385,7 +416,7 @@ def main() -> int:
     """Run the benchmark."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", action="append", help="only these corpora")
-    ap.add_argument("--split", choices=("test", "tune", "all"), default="all")
+    ap.add_argument("--split", choices=(*SPLITS, "all"), default="all")
     ap.add_argument("--reuse", action="store_true", help="keep indexes of an earlier run")
     ap.add_argument(
         "--keep-data",
@@ -413,6 +444,13 @@ def main() -> int:
         default=0,
         help="with --dump-features: also this many doc-comment questions per tuning corpus",
     )
+    ap.add_argument(
+        "--mined",
+        type=int,
+        default=0,
+        help="with --dump-features: also this many mined questions per code base of "
+        "bench/mining.json (bench/mine.py --all first)",
+    )
     args = ap.parse_args()
     global MISSES, QUICK, CHUNK_SPACES
     MISSES = [] if args.misses else None
@@ -428,7 +466,9 @@ def main() -> int:
     if not (args.reuse or args.keep_data):
         shutil.rmtree(DATA, ignore_errors=True)
     features_out = Path(args.dump_features) if args.dump_features else None
-    text = evaluate(corpora, args.reuse, features_out, args.dump_only, args.doc_questions)
+    text = evaluate(
+        corpora, args.reuse, features_out, args.dump_only, args.doc_questions, args.mined
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text, "utf-8")
     print(text)

@@ -34,8 +34,14 @@ DOC_WEIGHTS = (0.0, 0.25, 1.0)
 
 
 def is_doc(row: dict) -> bool:
-    """Whether a row comes from a generated doc-comment question."""
-    return "-doc-" in row["id"]
+    """Whether a row comes from a generated question: a doc comment's first sentence or a test's
+    name (``bench/docquestions.py``, ``bench/mine.py``), never held out."""
+    return "-doc-" in row["id"] or "-test-" in row["id"]
+
+
+def held_out(rows: list[dict]) -> list[str]:
+    """The corpora with written questions: each is held out in turn."""
+    return sorted({home(r) for r in rows if not is_doc(r)})
 
 
 def home(row: dict) -> str:
@@ -100,7 +106,7 @@ def cross_validate(
     """Leave-one-corpus-out first-hit ranks on the held-out corpus's written questions:
     (learned, fused)."""
     learned_ranks, fused_ranks = [], []
-    for corpus in sorted({home(r) for r in rows}):
+    for corpus in held_out(rows):
         model = train([r for r in rows if home(r) != corpus], l2, doc_weight, method)
         for r in rows:
             if home(r) == corpus and not is_doc(r):
@@ -165,23 +171,25 @@ def _row(label: object, per: dict[str, list[int | None]]) -> str:
     return f"| {label} | {_fmt(everything)} | " + " | ".join(_fmt(v) for v in per.values()) + " |"
 
 
-def compare_models(rows: list[dict]) -> None:
+def compare_models(rows: list[dict], doc_weight: float = 0.0) -> None:
     """Leave-one-corpus-out: the shipped recipe (logistic) against gradient-boosted trees over the
-    same features, per held-out corpus."""
+    same features, per held-out corpus; generated questions' rows weigh ``doc_weight``."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     meta = json.loads(SHIPPED.read_text("utf-8"))["trained_on"]
-    corpora = sorted({home(r) for r in rows})
+    corpora = held_out(rows)
 
     def boosted(params: dict):
         def fit_on(train_rows: list[dict]):
-            x, y, _ = stack(train_rows, 0.0)
-            model = HistGradientBoostingClassifier(**params, random_state=0).fit(x, y)
+            x, y, w = stack(train_rows, doc_weight)
+            model = HistGradientBoostingClassifier(**params, random_state=0).fit(x, y, w)
             return lambda z: model.predict_proba(z)[:, 1]
 
         return fit_on
 
-    models = {"logistic (shipped recipe)": lambda t: train(t, meta["l2"], 0.0, meta["loss"]).score}
+    models = {
+        "logistic (shipped recipe)": lambda t: train(t, meta["l2"], doc_weight, meta["loss"]).score
+    }
     models |= {
         f"boosted: depth {p['max_depth']}, rate {p['learning_rate']}, {p['max_iter']} trees, "
         f"leaf >= {p['min_samples_leaf']}": boosted(p)
@@ -193,7 +201,11 @@ def compare_models(rows: list[dict]) -> None:
         per = {}
         for corpus in corpora:
             score = fit_on([r for r in rows if home(r) != corpus])
-            per[corpus] = [first_rank(score(r["x"]), r["y"]) for r in rows if home(r) == corpus]
+            per[corpus] = [
+                first_rank(score(r["x"]), r["y"])
+                for r in rows
+                if home(r) == corpus and not is_doc(r)
+            ]
         print(_row(label, per))
 
 
@@ -244,10 +256,16 @@ def main() -> int:
         help="instead: adapt to each corpus with its own doc-comment questions' rows, read from "
         "this dump (retrieval.py --doc-questions N), and score on its written questions",
     )
+    ap.add_argument(
+        "--doc-weight",
+        type=float,
+        default=0.0,
+        help="with --compare-models: the weight of generated questions' rows (0: left out)",
+    )
     args = ap.parse_args()
     rows = [r for r in load(args.features) if len(r["y"])]
     if args.compare_models:
-        compare_models([r for r in rows if not is_doc(r)])
+        compare_models(rows, args.doc_weight)
         return 0
     if args.own_docs:
         docs = [r for r in load(args.own_docs) if len(r["y"]) and is_doc(r)]
@@ -258,7 +276,7 @@ def main() -> int:
         return 0
     if args.fold_rankers:
         meta = json.loads(SHIPPED.read_text("utf-8"))["trained_on"]
-        for held in sorted({home(r) for r in rows}):
+        for held in held_out(rows):
             model = train([r for r in rows if home(r) != held], meta["l2"],
                           meta["doc_question_weight"], meta["loss"])  # fmt: skip
             out = args.fold_rankers / f"ranker-without-{held}.json"
