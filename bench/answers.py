@@ -60,6 +60,7 @@ from llm_speed import SPEED_PROMPT_TOKENS, speed  # noqa: E402
 from coderag import embedding  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
+from coderag.schemas import Hit  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.stages import VECTOR_ROUTES  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
@@ -69,7 +70,6 @@ from coderag_generator import confidence  # noqa: E402
 from coderag_generator.answer import answer_events  # noqa: E402
 from coderag_generator.asking import RETRIEVE_K  # noqa: E402
 from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
-from coderag_generator.details import enrich  # noqa: E402
 from coderag_retriever import retrieval  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
 
@@ -128,11 +128,10 @@ def ensure_indexed(corpus: dict[str, Any], fresh: bool) -> float | None:
     return time.perf_counter() - start
 
 
-def retrieve(repo: str, query: str, settings: Settings) -> list[dict[str, Any]]:
-    """The hits ``POST /retrieve`` returns (the retriever's one path) with what ``/ask`` adds to
-    them from the catalog (doc, facts, callers, test coverage)."""
-    hits = retrieval.retrieve(repo, query, RETRIEVE_K, settings).dicts()
-    return enrich(get_catalog(), repo, hits)
+def retrieve(repo: str, query: str, settings: Settings) -> list[Hit]:
+    """The hits ``POST /retrieve`` returns (the retriever's one path): with the catalog's doc,
+    facts, callers and test coverage."""
+    return retrieval.retrieve(repo, query, RETRIEVE_K, settings).hits
 
 
 # --- score-gate calibration ----------------------------------------------------------------------
@@ -190,7 +189,7 @@ def answer(case: Case, backend: Counting, settings: Settings) -> Outcome:
 
 def stand_in(cases: list[Case]) -> list[Outcome]:
     """The baseline: cite the top three hits whole, never refuse."""
-    cites = lambda c: [{k: h[k] for k in ("file", "start_line", "end_line")} for h in c.hits[:3]]  # noqa: E731
+    cites = lambda c: [h.model_dump(include={"file", "start_line", "end_line"}) for h in c.hits[:3]]  # noqa: E731
     return [Outcome(c, {"citations": cites(c), "refused": False}, c.retrieve_ms, 0) for c in cases]
 
 
@@ -286,7 +285,10 @@ def run(args: argparse.Namespace) -> str:
         saved = HITS / f"{name}.json"
         if args.reuse_hits and saved.is_file():
             kept = json.loads(saved.read_text("utf-8"))
-            cases += [Case(name, line, q, *kept[line]) for line, q in enumerate(questions)]
+            cases += [
+                Case(name, line, q, [Hit.model_validate(h) for h in kept[line][0]], kept[line][1])
+                for line, q in enumerate(questions)
+            ]
         else:
             rank(name, "warm up", RETRIEVE_K, settings)
             for line, q in enumerate(questions):
@@ -294,7 +296,11 @@ def run(args: argparse.Namespace) -> str:
                 hits = retrieve(name, q["query"], settings)
                 cases.append(Case(name, line, q, hits, (time.perf_counter() - start) * 1000))
             HITS.mkdir(parents=True, exist_ok=True)
-            mine = [[c.hits, c.retrieve_ms] for c in cases if c.corpus == name]
+            mine = [
+                [[h.model_dump(mode="json") for h in c.hits], c.retrieve_ms]
+                for c in cases
+                if c.corpus == name
+            ]
             saved.write_text(json.dumps(mine), "utf-8")
         index_rows.append(
             f"| {name} | {len(questions)} | {'' if took is None else f'{took:.0f}'} |"

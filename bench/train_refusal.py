@@ -46,6 +46,7 @@ sys.path.insert(0, str(HERE))
 from fetch import load_corpora  # noqa: E402
 
 from coderag.gate import names_code  # noqa: E402
+from coderag.schemas import Hit  # noqa: E402
 from coderag.settings import Settings  # noqa: E402
 from coderag_generator import abstention, refusal  # noqa: E402
 
@@ -70,7 +71,8 @@ def cases(
         kept = json.loads((hits_dir / f"{name}.json").read_text("utf-8"))
         if len(kept) != len(questions):
             raise SystemExit(f"{name}: saved hits are stale; rerun bench/answers.py --split tune")
-        for q, (hits, _) in zip(questions, kept, strict=True):
+        for q, (saved, _) in zip(questions, kept, strict=True):
+            hits = [Hit.model_validate(h) for h in saved]
             f = abstention.features(q["query"], hits)
             x.append([f[k] for k in abstention.FEATURES])
             y.append(q["type"] == "absent")

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from coderag.gate import below_gate, best_similarity, names_code
 from coderag.language import STOP_EN, han_count, has_han, language
+from coderag.schemas import Hit
 from coderag_generator import confidence, refusal
+from tests.hits import make_hit
 
 
-def hit(similarity: float | None, *routes: str) -> dict:
-    return {
-        "similarity": similarity,
-        "routes": {r: 1 for r in routes or ("keyword",)},
-        "symbol": "save_order",
-        "file": "orders.py",
-        "text": "def save_order(order): ...",
-    }
+def hit(similarity: float | None, *routes: str) -> Hit:
+    return make_hit(
+        similarity=similarity,
+        routes={r: 1 for r in routes or ("keyword",)},
+        symbol="save_order",
+        file="orders.py",
+        text="def save_order(order): ...",
+    )
 
 
 def test_the_gate_holds_back_weak_hits_unless_an_identifier_is_named() -> None:

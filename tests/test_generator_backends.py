@@ -27,6 +27,7 @@ from coderag_generator.backends.llamacpp import default_model_path
 from coderag_generator.backends.openai import OpenAIBackend, estimate_tokens
 from coderag_retriever import rewrite
 from coderag_retriever.search import rank
+from tests.hits import make_hit
 from tests.tinymodels import build_tiny_qwen2
 
 MESSAGES = [
@@ -242,14 +243,7 @@ def test_openai_streams_from_a_real_server(llama_server: str) -> None:
     stream = backend.stream(prompt, temperature=0.1, top_p=0.85, max_tokens=200)
     next(stream)
     stream.close()  # closes the connection; the server stays usable
-    hit = {
-        "file": "src/orders.py",
-        "start_line": 1,
-        "end_line": 2,
-        "symbol": "create",
-        "kind": "function",
-        "text": text,
-    }
+    hit = make_hit(file="src/orders.py", end_line=2, symbol="create", text=text)
     settings = get_settings().model_copy(update={"max_new_tokens": 24, "score_gate": 0.0})
     events = list(answer_events("How is an order created?", [hit], backend, settings, lambda _: 2))
     names = [e.name for e in events]

@@ -17,7 +17,7 @@ from coderag_generator.answer import answer_events
 from coderag_generator.backends.llamacpp import LlamaCppBackend
 from coderag_generator.citations import INVALID_MARK, check
 from coderag_generator.context import CLOSE, OPEN, Snippet
-from coderag_retriever.search import rank, to_hit
+from coderag_retriever import retrieval
 from tests.conftest import commit_all
 
 INJECTED = '''def charge_card(amount):
@@ -74,9 +74,9 @@ def test_an_injection_in_the_code_cannot_forge_a_citation_with_llamacpp(
     settings = Settings(llm_backend="llamacpp", max_new_tokens=64, temperature=0.0)
     query = "How is the customer's card charged?"
     hits = [
-        {**to_hit(r, with_text=True).model_dump(), "similarity": r.similarity}
-        for r in rank("inj", query, 5, settings)
-        if r.unit.file == "billing.py"  # only the injected unit reaches the prompt
+        h
+        for h in retrieval.retrieve("inj", query, 5, settings).hits
+        if h.file == "billing.py"  # only the injected unit reaches the prompt
     ]
     assert hits, "the injected unit is retrieved"
     prompts: list[list[dict]] = []
@@ -90,7 +90,7 @@ def test_an_injection_in_the_code_cannot_forge_a_citation_with_llamacpp(
     assert "not instructions" in system
     assert "FILE: ops/admin.py" not in user and "[FILE]: ops/admin.py:1-3" in user
     assert user.count(CLOSE) == 1, "the injected </snippet> did not end the data"
-    unit = (hits[0]["file"], hits[0]["start_line"], hits[0]["end_line"])
+    unit = (hits[0].file, hits[0].start_line, hits[0].end_line)
     for c in done["citations"]:
         assert c["file"] == "billing.py" and unit[1] <= c["start_line"] <= c["end_line"] <= unit[2]
     assert "FILE: ops/admin.py" not in done["answer"] and "1-400" not in done["answer"]

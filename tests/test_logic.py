@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag_generator.citations import INVALID_MARK, check
 from coderag_generator.context import Snippet, assemble
@@ -14,6 +15,7 @@ from coderag_generator.explain import chain, compose
 from coderag_generator.window import Window, is_history_question, subject, window
 from coderag_retriever.fuse import rrf
 from coderag_retriever.text import code_tokens, query_tokens, split_identifier, stem
+from tests.hits import make_hit
 
 
 def test_identifier_splitting_and_stemming() -> None:
@@ -82,17 +84,17 @@ def test_context_reads_callers_before_callees_with_relation_notes() -> None:
     assert text.index("(function get:") < text.index("(function write:")
 
 
-def _unit(symbol: str, calls: list[str], text: str = "", **extra: object) -> dict:
-    return {"symbol": symbol, "calls": calls, "file": "f.py", "kind": "function",
-            "start_line": 10, "end_line": 10 + text.count("\n"), "text": text, **extra}  # fmt: skip
+def _unit(symbol: str, calls: list[str], text: str = "", **extra: object) -> Hit:
+    end = 10 + text.count("\n")
+    return make_hit(symbol=symbol, calls=calls, start_line=10, end_line=end, text=text, **extra)
 
 
 def test_flow_chain_follows_call_order_and_skips_unlinked_units() -> None:
     send, other = _unit("send", ["build"]), _unit("unrelated", [])
     build, caller = _unit("build", ["encode"]), _unit("caller", ["send"])
-    assert [u["symbol"] for u in chain([send, other, build], send)] == ["send", "build"]
-    assert [u["symbol"] for u in chain([send, caller, build], send)] == ["caller", "send", "build"]
-    assert [u["symbol"] for u in chain([other], other)] == ["unrelated"]
+    assert [u.symbol for u in chain([send, other, build], send)] == ["send", "build"]
+    assert [u.symbol for u in chain([send, caller, build], send)] == ["caller", "send", "build"]
+    assert [u.symbol for u in chain([other], other)] == ["unrelated"]
 
 
 def test_quotes_pick_the_statement_the_question_asks_about() -> None:
@@ -118,7 +120,9 @@ def test_quotes_pick_the_statement_the_question_asks_about() -> None:
     assert call[-1].why == "call" and call[-1].text.strip().startswith("return send(")
     plain = quotes(u, "What does charge do?", set())
     assert [(q.start_line, q.end_line) for q in plain] == [(10, 11)]  # signature and doc line
-    readme = {**u, "file": "README.md", "language": "markdown", "text": "# Shop\n\nCharges cards."}
+    readme = u.model_copy(
+        update={"file": "README.md", "language": "markdown", "text": "# Shop\n\nCharges cards."}
+    )
     assert is_doc(readme) and "documentation" in compose([readme], "how are cards charged?", "en")
 
 

@@ -21,7 +21,8 @@ from coderag_generator.backends.llamacpp import (
     default_model_path,
     fast_copy,
 )
-from coderag_retriever.search import rank, to_hit
+from coderag_retriever import retrieval
+from coderag_retriever.search import rank
 from tests.tinymodels import build_tiny_roberta
 
 
@@ -88,10 +89,7 @@ def test_llamacpp_answers_cite_a_retrieved_unit(smollm: LlamaCppBackend, sample_
     run_now(IndexRepo(repo="llm"))
     settings = Settings(llm_backend="llamacpp", max_new_tokens=160, temperature=0.0)
     query = "How does ProcessOrder validate the request?"
-    hits = [
-        {**to_hit(r, with_text=True).model_dump(), "similarity": r.similarity}
-        for r in rank("llm", query, 5, settings)
-    ]
+    hits = retrieval.retrieve("llm", query, 5, settings).hits
     events = list(
         answer_events(query, hits, smollm, settings, lambda p: get_catalog().file_lines("llm", p))
     )
@@ -101,7 +99,7 @@ def test_llamacpp_answers_cite_a_retrieved_unit(smollm: LlamaCppBackend, sample_
     assert done["input_tokens"] > 0 and done["backend"] == "llamacpp"
     assert done["refused"] is False and done["citations"], done
     assert "(see FILE: " in done["answer"], done["answer"]
-    shown = {(h["file"], h["start_line"], h["end_line"]) for h in hits[: settings.context_units]}
+    shown = {(h.file, h.start_line, h.end_line) for h in hits[: settings.context_units]}
     for c in done["citations"]:
         assert any(
             f == c["file"] and s <= c["start_line"] <= c["end_line"] <= e for f, s, e in shown

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from coderag.schemas import Hit
 from coderag.settings import get_settings
 from coderag_app.server import create_app
 from coderag_generator import abstention, asking, prompts, refusal
@@ -18,6 +19,7 @@ from coderag_generator.answer import answer_events
 from coderag_generator.backends.base import Prompt
 from coderag_generator.backends.extractive import ExtractiveBackend
 from tests.conftest import wait_ready
+from tests.hits import make_hit
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "bench" / "questions"
 
@@ -111,7 +113,8 @@ def test_rules_answer_before_the_model_and_the_gate_refuses(
 
     # the gate: just above this question's best similarity refuses, just below answers
     query = "How is an order created?"
-    hits = client.post("/retrieve", json={"query": query, "repo": "s"}).json()["results"]
+    found = client.post("/retrieve", json={"query": query, "repo": "s"}).json()["results"]
+    hits = [Hit.model_validate(h) for h in found]
     best = max(h["similarity"] or 0.0 for h in hits)
     assert 0.05 < best < 0.95
     set_gate(monkeypatch, best + 0.01)
@@ -145,18 +148,17 @@ def test_rules_answer_before_the_model_and_the_gate_refuses(
 
 
 def test_relations_reach_the_prompt_callers_first() -> None:
-    def hit(symbol: str, start: int, calls: list[str]) -> dict[str, Any]:
-        return {
-            "file": "a.py",
-            "start_line": start,
-            "end_line": start + 1,
-            "symbol": symbol,
-            "kind": "function",
-            "signature": f"def {symbol}()",
-            "text": f"def {symbol}():\n    pass",
-            "similarity": 0.5,
-            "calls": calls,
-        }
+    def hit(symbol: str, start: int, calls: list[str]) -> Hit:
+        return make_hit(
+            file="a.py",
+            start_line=start,
+            end_line=start + 1,
+            symbol=symbol,
+            signature=f"def {symbol}()",
+            text=f"def {symbol}():\n    pass",
+            similarity=0.5,
+            calls=calls,
+        )
 
     backend = Counting()
     hits = [hit("save", 1, []), hit("handle", 10, ["save"])]
@@ -167,7 +169,7 @@ def test_relations_reach_the_prompt_callers_first() -> None:
     assert "[relation] handle calls save" in text
     assert text.index("FILE: a.py:10-11") < text.index("FILE: a.py:1-2")  # caller first
     # the backend still gets the hits best first
-    assert [u["symbol"] for u in backend.last.context] == ["save", "handle"]
+    assert [u.symbol for u in backend.last.context] == ["save", "handle"]
     assert done[-1].name == "done" and done[-1].data["citations"][0]["start_line"] == 1
 
 
@@ -189,7 +191,7 @@ def test_rules_leave_benchmark_questions_alone() -> None:
         "access",
         "token",
     ]
-    hits = [{"file": "x.go", "symbol": "ProcessOrder", "text": "func ProcessOrder() {}"}]
+    hits = [make_hit(file="x.go", symbol="ProcessOrder", text="func ProcessOrder() {}")]
     assert refusal.missing_terms("Where does ProcesOrder use HTTP/2?", hits) == ["HTTP/2"]
 
 
@@ -203,7 +205,7 @@ def test_example_values_are_not_terms_the_code_must_name() -> None:
     assert ask("How is a header such as X-Request-Id copied, e.g. `TraceID`?") == []
     assert ask("比如 MyStruct 这样的名字在哪里解析？") == []
     assert ask("Where do we answer 503 unlike OAuth2?") == ["503", "OAuth2"]
-    hits = [{"file": "lexer.rs", "symbol": "Lexer.number", "text": "fn number(&mut self) {}"}]
+    hits = [make_hit(file="lexer.rs", symbol="Lexer.number", text="fn number(&mut self) {}")]
     assert refusal.missing_terms("Where is a range like 3..7 told from a float?", hits) == []
 
 
@@ -219,7 +221,8 @@ def test_the_learned_rule_decides_refusal_with_the_packaged_encoders(
     assert list(shipped["features"]) == list(abstention.FEATURES), "refusal.json is stale"
     assert abstention.model_for(get_settings()) is not None
     query = "How is an order created?"
-    hits = client.post("/retrieve", json={"query": query, "repo": "s"}).json()["results"]
+    found = client.post("/retrieve", json={"query": query, "repo": "s"}).json()["results"]
+    hits = [Hit.model_validate(h) for h in found]
     model = abstention.model_for(get_settings())
     assert model is not None
     p = model.p_absent(abstention.features(query, hits))
@@ -245,10 +248,10 @@ def test_the_learned_rule_decides_refusal_with_the_packaged_encoders(
 def test_abstention_features_and_probability() -> None:
     """The model's inputs from hand-made hits, and its probability's direction."""
     hits = [
-        {"symbol": "create_order", "file": "orders.py", "text": "def create_order(): ...",
-         "similarity": 0.9, "confidence": 0.8, "routes": {"keyword": 1, "vector2": 2, "vector": 9}},
-        {"symbol": "other", "file": "x.py", "text": "", "similarity": 0.7, "confidence": 0.3,
-         "routes": {"vector": 1}},
+        make_hit(symbol="create_order", file="orders.py", text="def create_order(): ...",
+                 similarity=0.9, confidence=0.8, routes={"keyword": 1, "vector2": 2, "vector": 9}),
+        make_hit(symbol="other", file="x.py", text="", similarity=0.7, confidence=0.3,
+                 routes={"vector": 1}),
     ]  # fmt: skip
     f = abstention.features("how is an order created", hits)
     assert f["similarity"] == 0.9 and f["confidence"] == 0.8

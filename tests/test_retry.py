@@ -17,13 +17,13 @@ import pytest
 
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
+from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag_generator import prompts
 from coderag_generator.answer import NO_CITATION, PREMISE, REFUSED_BY_MODEL, answer_events
 from coderag_generator.backends.openai import OpenAIBackend
-from coderag_generator.details import enrich
-from coderag_retriever.search import rank, to_hit
+from coderag_retriever import retrieval
 
 Reply = Callable[[list[dict[str, str]]], str]
 
@@ -97,18 +97,14 @@ def good(messages: list[dict[str, str]]) -> str:
 
 
 @pytest.fixture
-def hits(sample_repo: Path) -> list[dict[str, Any]]:
+def hits(sample_repo: Path) -> list[Hit]:
     get_catalog().create_repo("s", str(sample_repo), None, None)
     run_now(IndexRepo(repo="s"))
     query = "How does ProcessOrder validate the request?"
-    found = [
-        {**to_hit(r, with_text=True).model_dump(), "similarity": r.similarity}
-        for r in rank("s", query, 5, Settings())
-    ]
-    return enrich(get_catalog(), "s", found)
+    return retrieval.retrieve("s", query, 5, Settings()).hits
 
 
-def run(server: ScriptedServer, hits: list[dict], query: str, *script: Reply) -> list:
+def run(server: ScriptedServer, hits: list[Hit], query: str, *script: Reply) -> list:
     server.script = list(script)
     base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     settings = Settings(llm_backend="openai", llm_base_url=base, score_gate=0)
@@ -118,9 +114,7 @@ def run(server: ScriptedServer, hits: list[dict], query: str, *script: Reply) ->
 
 
 @pytest.mark.slow
-def test_retry_then_refuse_through_a_real_server(
-    server: ScriptedServer, hits: list[dict[str, Any]]
-) -> None:
+def test_retry_then_refuse_through_a_real_server(server: ScriptedServer, hits: list[Hit]) -> None:
     query = "How does ProcessOrder validate the request?"
     events = run(server, hits, query, bad, good)
     names = [e.name for e in events]
@@ -131,8 +125,7 @@ def test_retry_then_refuse_through_a_real_server(
     assert done["refused"] is False and done["reason"] == "" and len(done["citations"]) == 1
     cite = done["citations"][0]
     assert any(
-        h["file"] == cite["file"] and h["start_line"] <= cite["start_line"] <= h["end_line"]
-        for h in hits
+        h.file == cite["file"] and h.start_line <= cite["start_line"] <= h.end_line for h in hits
     )
     second = server.requests[1]["messages"]
     assert second[-2] == {"role": "assistant", "content": bad([])}
@@ -152,9 +145,9 @@ def test_retry_then_refuse_through_a_real_server(
 
 @pytest.mark.slow
 def test_contradicted_premises_are_corrected_with_a_citation(
-    server: ScriptedServer, hits: list[dict[str, Any]]
+    server: ScriptedServer, hits: list[Hit]
 ) -> None:
-    unit = next(h for h in hits if h["symbol"].endswith("ProcessOrder"))
+    unit = next(h for h in hits if h.symbol.endswith("ProcessOrder"))
     for query, lang, marker in [
         ("ProcessOrder calls DeleteEverything, right?", "en", "does not call `DeleteEverything`"),
         ("ProcessOrder 调用了 DeleteEverything，对吗？", "zh", "并不调用 `DeleteEverything`"),
@@ -165,7 +158,7 @@ def test_contradicted_premises_are_corrected_with_a_citation(
         assert marker in done["answer"], done["answer"]
         assert done["answer"].startswith("No —" if lang == "en" else "不对")
         assert done["citations"] and all(
-            c["file"] == unit["file"] and unit["start_line"] <= c["start_line"] <= unit["end_line"]
+            c["file"] == unit.file and unit.start_line <= c["start_line"] <= unit.end_line
             for c in done["citations"]
         )
     assert server.requests == []

@@ -19,6 +19,7 @@ from coderag_generator.answer import answer_events
 from coderag_generator.backends.extractive import ExtractiveBackend
 from coderag_generator.conversation import Turn, fit_history, key_terms, prompt_history, rewrite
 from tests.conftest import wait_ready
+from tests.hits import make_hit
 
 GO = ("src/go/sample.go", "(*Service).ProcessOrder")
 
@@ -168,14 +169,7 @@ def test_history_goes_into_the_prompt_within_budget() -> None:
     assert fit_history(history, words, 20) == history[2:]  # the newest exchange that fits
     assert fit_history(history, words, 3) == []
 
-    hit = {
-        "file": "a.py",
-        "start_line": 1,
-        "end_line": 2,
-        "symbol": "create",
-        "kind": "function",
-        "text": "def create():\n    pass",
-    }
+    hit = make_hit(file="a.py", end_line=2, symbol="create", text="def create():\n    pass")
     backend = ExtractiveBackend()
     no_gate = get_settings().model_copy(update={"score_gate": 0.0})  # a hand-made hit
 

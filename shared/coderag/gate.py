@@ -5,19 +5,20 @@ identifier is relevant however it is worded)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from coderag.schemas import Hit
 
 
-def names_code(hits: Sequence[Mapping[str, Any]]) -> bool:
+def names_code(hits: Sequence[Hit]) -> bool:
     """Whether the exact-identifier route found a hit: the question names something the code
     defines, however unlike its wording the code's embedding is."""
-    return any("exact" in (h.get("routes") or {}) for h in hits)
+    return any("exact" in h.routes for h in hits)
 
 
-def best_similarity(hits: Sequence[Mapping[str, Any]]) -> float:
+def best_similarity(hits: Sequence[Hit]) -> float:
     """The best vector similarity of the hits (0 without any)."""
-    return max((h.get("similarity") or 0.0 for h in hits), default=0.0)
+    return max((h.similarity or 0.0 for h in hits), default=0.0)
 
 
 def under(similarity: float, gate: float) -> bool:
@@ -25,7 +26,7 @@ def under(similarity: float, gate: float) -> bool:
     return gate > 0 and similarity < gate
 
 
-def below_gate(hits: Sequence[Mapping[str, Any]], gate: float) -> bool:
+def below_gate(hits: Sequence[Hit], gate: float) -> bool:
     """Whether the hits hold nothing relevant by the score gate (never for no hits: that is its
     own answer)."""
     return bool(hits) and not names_code(hits) and under(best_similarity(hits), gate)

@@ -208,6 +208,27 @@ class SearchHit(BaseModel):
     text: str | None = None
 
 
+class Hit(SearchHit):
+    """A retrieved unit as the generator reads it, filled once by the retriever (/retrieve):
+    the /search hit with its code, the unit's id, doc comment, the parser's facts and whether it
+    is test code; its vector similarity to the question (second encoder when it runs, else the
+    main one); the hits among the others it calls (``calls``), the symbols of units that call it
+    (``callers``) and whether test code calls it (``tested``, None when unknown)."""
+
+    similarity: float | None = None
+    calls: list[str] = Field(default_factory=list)
+    id: str = ""
+    doc: str = ""
+    facts: dict[str, Any] = Field(default_factory=dict)
+    is_test: bool = False
+    callers: list[str] = Field(default_factory=list)
+    tested: bool | None = None
+
+    def search_hit(self) -> SearchHit:
+        """The /search form: no code, similarity or what the generator reads."""
+        return SearchHit(**self.model_dump(include=set(SearchHit.model_fields)) | {"text": None})
+
+
 class SearchResponse(BaseModel):
     """Ranked hits and the time taken."""
 
@@ -225,6 +246,17 @@ class SearchResponse(BaseModel):
         default_factory=list,
         description="Routes still waiting for vectors (the repository is not `complete`); they "
         "search the batches written so far.",
+    )
+
+
+class RetrieveResponse(BaseModel):
+    """Hits with code for the generator, ranked by the routes that have all their data."""
+
+    results: list[Hit]
+    took_ms: float
+    routes_missing: list[str] = Field(
+        default_factory=list,
+        description="Routes left out because their vectors are still being written.",
     )
 
 

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from coderag.gate import best_similarity
 from coderag.language import has_han
+from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag_generator.evidence import support
 
@@ -68,11 +68,11 @@ class Model:
         return 1.0 / (1.0 + math.exp(-z))
 
 
-def features(query: str, hits: Sequence[dict[str, Any]]) -> dict[str, float]:
+def features(query: str, hits: Sequence[Hit]) -> dict[str, float]:
     """The model's inputs for a question and its ranked hits (with code, as /retrieve gives)."""
-    conf = [float(h.get("confidence") or 0.0) for h in hits]
-    sims = [float(h.get("similarity") or 0.0) for h in hits[:10]]
-    routes = (hits[0].get("routes") or {}) if hits else {}
+    conf = [float(h.confidence or 0.0) for h in hits]
+    sims = [float(h.similarity or 0.0) for h in hits[:10]]
+    routes = hits[0].routes if hits else {}
 
     def top(route: str) -> float:
         return float(route in routes and routes[route] <= TOP)

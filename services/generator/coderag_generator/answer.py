@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coderag.language import language
+from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag_generator import abstention, chronicle, premise, prompts, refusal, window
 from coderag_generator.backends import Backend
@@ -69,7 +70,7 @@ def _done(
 
 def answer_events(
     query: str,
-    hits: list[dict[str, Any]],
+    hits: list[Hit],
     backend: Backend,
     settings: Settings,
     file_lines: Callable[[str], int | None],
@@ -92,7 +93,7 @@ def answer_events(
 
 def _events(
     query: str,
-    hits: list[dict[str, Any]],
+    hits: list[Hit],
     backend: Backend,
     settings: Settings,
     file_lines: Callable[[str], int | None],
@@ -108,9 +109,7 @@ def _events(
     # may name a callee the code lacks, which the gate would refuse as absent
     fixed = premise.correct(query, hits, lang) if verdict is None else None
     if fixed:
-        cited = check(
-            fixed, [(h["file"], h["start_line"], h["end_line"]) for h in hits], file_lines
-        )
+        cited = check(fixed, [(h.file, h.start_line, h.end_line) for h in hits], file_lines)
         if cited.valid:
             yield _done(cited.text, cited.valid, False, 0, 0, backend.name, reason=PREMISE)
             return
@@ -132,7 +131,7 @@ def _events(
         return
     if git is not None and git.units:
         text = chronicle.compose(git.units, git.history, git.window, lang)
-        units = [(u["file"], u["start_line"], u["end_line"]) for u in git.units]
+        units = [(u.file, u.start_line, u.end_line) for u in git.units]
         checked = check(text, units, file_lines)
         known = bool(git.history.get("has_history"))
         reason = "" if known else chronicle.NO_HISTORY
@@ -145,9 +144,9 @@ def _events(
     # the prompt shows callers first; backends get the shown hits in rank order, best first
     by_key = {(s.file, s.start_line, s.symbol): s for s in kept}
     shown = [
-        {**h, "start_line": k.start_line, "end_line": k.end_line}
+        h.model_copy(update={"start_line": k.start_line, "end_line": k.end_line})
         for h in hits[: settings.context_units]
-        if (k := by_key.get((h["file"], h["start_line"], h["symbol"]))) is not None
+        if (k := by_key.get((h.file, h.start_line, h.symbol))) is not None
     ]
     earlier = fit_history(list(history), backend.count_tokens, int(backend.window * HISTORY_SHARE))
     messages = [

@@ -18,14 +18,13 @@ from coderag import audit
 from coderag.deps import require_query
 from coderag.errors import CoderagError
 from coderag.redact import redact
-from coderag.schemas import AskRequest
+from coderag.schemas import AskRequest, Hit
 from coderag.settings import Settings
 from coderag.store.catalog import Catalog
 from coderag_generator import chronicle, conversation, window
 from coderag_generator.answer import Event, answer_events
 from coderag_generator.backends import get_backend
 from coderag_generator.client import ParserClient, RetrieverClient
-from coderag_generator.details import enrich
 
 RETRIEVE_K = 10
 """Hits asked of the retriever; the best ``context_units`` of them go into the prompt."""
@@ -63,7 +62,7 @@ def _iso(stamp: datetime | None) -> str | None:
 
 
 async def git_facts(
-    parser: ParserClient, repo: str, query: str, hits: list[dict[str, Any]]
+    parser: ParserClient, repo: str, query: str, hits: list[Hit]
 ) -> chronicle.GitFacts:
     """The history of the units a who/when question is about, within its window."""
     units = chronicle.targets(query, hits)
@@ -138,8 +137,7 @@ async def ask(
             found = await asker.retriever.retrieve(repo, retrieval_query, RETRIEVE_K)
         finally:
             await asker.retriever.aclose()
-        missing: list[str] = found.get("routes_missing", [])
-        hits = await run_in_threadpool(enrich, catalog, repo, found["results"])
+        missing, hits = found.routes_missing, found.results
         git = await git_facts(asker.parser, repo, query, hits) if about_history and hits else None
         backend = await run_in_threadpool(get_backend, settings)
     except BaseException:
@@ -154,7 +152,7 @@ async def ask(
             endpoint="ask",
             repo=repo,
             query=redact(query)[0],  # a pasted secret stays out of the log
-            files=list(dict.fromkeys(h["file"] for h in hits)),
+            files=list(dict.fromkeys(h.file for h in hits)),
             input_tokens=done.get("input_tokens", 0),
             response_ms=took,
             status=status,
@@ -184,7 +182,10 @@ async def ask(
     try:
         yield Event(
             "retrieval",
-            {"query": retrieval_query, "results": [{k: h[k] for k in HIT_FIELDS} for h in hits]},
+            {
+                "query": retrieval_query,
+                "results": [h.model_dump(include=set(HIT_FIELDS)) for h in hits],
+            },
         )
         async for event in iterate_in_threadpool(events):
             if event.name == "done":

@@ -11,6 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from coderag.schemas import Hit
 from coderag_generator.evidence import is_doc, support
 from coderag_generator.window import Window, subject
 
@@ -32,7 +33,7 @@ NO_HISTORY = "no_history"
 class GitFacts:
     """What a who/when answer is built from: the units, their history, the question's window."""
 
-    units: list[dict[str, Any]]
+    units: list[Hit]
     history: dict[str, Any]
     window: Window | None
 
@@ -45,29 +46,28 @@ def phrases(lang: str) -> dict[str, Any]:
     return tomllib.loads(path.read_text("utf-8"))
 
 
-def targets(query: str, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def targets(query: str, hits: list[Hit]) -> list[Hit]:
     """The units the question is about: the best code hit, and a runner-up among the next two
     that mentions at least as much of the question and is nearly as similar."""
-    code = [h for h in hits if not is_doc(h) and h.get("kind") != "file"][:3] or hits[:1]
+    code = [h for h in hits if not is_doc(h) and h.kind != "file"][:3] or hits[:1]
     if not code:
         return []
     about = subject(query)
     best = code[0]
-    floor = (best.get("similarity") or 0.0) - SIMILARITY_MARGIN
+    floor = (best.similarity or 0.0) - SIMILARITY_MARGIN
     out = [best]
     for h in code[1:]:
         if len(out) >= MAX_UNITS:
             break
-        close = (h.get("similarity") or 0.0) >= floor
+        close = (h.similarity or 0.0) >= floor
         if close and support(about, h) >= max(support(about, best), 1e-9):
             out.append(h)
     return out
 
 
-def ranges(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The line ranges to ask the history of."""
-    return [{"file": u["file"], "start_line": u["start_line"], "end_line": u["end_line"]}
-            for u in units]  # fmt: skip
+def ranges(units: list[Hit]) -> list[dict[str, Any]]:
+    """The line ranges to ask the history of (the JSON of the parser's /history)."""
+    return [{"file": u.file, "start_line": u.start_line, "end_line": u.end_line} for u in units]
 
 
 def _day(iso: str) -> str:
@@ -78,13 +78,11 @@ def _spans(spans: list[list[int]]) -> str:
     return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans)
 
 
-def compose(
-    units: list[dict[str, Any]], history: dict[str, Any], win: Window | None, lang: str
-) -> str:
+def compose(units: list[Hit], history: dict[str, Any], win: Window | None, lang: str) -> str:
     """The answer text, with one citation anchor per unit reported."""
     p = phrases(lang)
     what = p["and"].join(
-        p["what"].format(symbol=u["symbol"], place=f"{u['file']}:{u['start_line']}-{u['end_line']}")
+        p["what"].format(symbol=u.symbol, place=f"{u.file}:{u.start_line}-{u.end_line}")
         for u in units
     )
     if not history.get("has_history"):
@@ -125,5 +123,5 @@ def compose(
             )  # fmt: skip
         lines = [text]
     for u in units:
-        lines.append(p["cite"].format(file=u["file"], start=u["start_line"], end=u["end_line"]))
+        lines.append(p["cite"].format(file=u.file, start=u.start_line, end=u.end_line))
     return "\n".join(lines)

@@ -10,6 +10,7 @@ import httpx
 from starlette.types import ASGIApp
 
 from coderag.errors import Unavailable, raise_for
+from coderag.schemas import RetrieveResponse
 
 
 class ServiceClient:
@@ -44,9 +45,9 @@ def connect(cls: type[C], url: str | None, app: ASGIApp, headers: dict[str, str]
 class RetrieverClient(ServiceClient):
     """Calls the retriever's /retrieve."""
 
-    async def retrieve(self, repo: str, query: str, top_k: int) -> dict:
-        """/retrieve's answer: ``results`` (hits with code, best first) and ``routes_missing``;
-        the retriever's 4xx errors are re-raised as such."""
+    async def retrieve(self, repo: str, query: str, top_k: int) -> RetrieveResponse:
+        """/retrieve's answer: ``results`` (typed hits with code, best first) and
+        ``routes_missing``; the retriever's 4xx errors are re-raised as such."""
         try:
             resp = await self.http.post(
                 "/retrieve", json={"repo": repo, "query": query, "top_k": top_k}
@@ -54,7 +55,7 @@ class RetrieverClient(ServiceClient):
         except httpx.HTTPError as exc:
             raise Unavailable(f"retriever unreachable: {exc}") from exc
         raise_for(resp)
-        return resp.json()
+        return RetrieveResponse.model_validate_json(resp.content)
 
 
 class ParserClient(ServiceClient):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from coderag.gate import best_similarity, under
+from coderag.schemas import Hit
 from coderag_generator.evidence import support, terms
 
 TOP = 3
@@ -40,7 +40,7 @@ class Signals:
     has_terms: bool
 
 
-def signals(query: str, hits: Sequence[dict[str, Any]]) -> Signals:
+def signals(query: str, hits: Sequence[Hit]) -> Signals:
     """Best vector similarity, best share of the question's terms a top hit mentions."""
     sim = best_similarity(hits)
     best = max((support(query, h) for h in hits[:TOP]), default=0.0)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from coderag.schemas import Hit
+
 BUDGET_SHARE = 0.6
 """Share of the model window the snippets may fill (the rest is instructions and answer)."""
 
@@ -28,17 +30,17 @@ class Snippet:
     calls: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_hit(cls, h: dict) -> Snippet:
-        """The snippet of a retriever hit (``/retrieve``'s JSON)."""
+    def from_hit(cls, h: Hit) -> Snippet:
+        """The snippet of a retrieved hit."""
         return cls(
-            h["file"],
-            h["start_line"],
-            h["end_line"],
-            h["symbol"],
-            h["kind"],
-            h.get("signature", ""),
-            h.get("text") or "",
-            list(h.get("calls") or []),
+            h.file,
+            h.start_line,
+            h.end_line,
+            h.symbol,
+            h.kind,
+            h.signature,
+            h.text or "",
+            list(h.calls),
         )
 
     @property

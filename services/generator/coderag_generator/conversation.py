@@ -12,6 +12,7 @@ from typing import Any
 
 from coderag.errors import Forbidden, InvalidInput
 from coderag.language import HAN_RUN, STOP_EN, han_count, has_han
+from coderag.schemas import Hit
 from coderag.store import Database
 from coderag.store import sessions as session_store
 
@@ -89,15 +90,15 @@ def append(
     session_store.add_turns(db, session_id, repo, turns, KEPT_TURNS)
 
 
-def cited_symbols(citations: Iterable[dict[str, Any]], hits: list[dict[str, Any]]) -> list[str]:
+def cited_symbols(citations: Iterable[dict[str, Any]], hits: list[Hit]) -> list[str]:
     """The symbols of the hits each citation falls in, in citation order, without repeats."""
     out: list[str] = []
     for c in citations:
         for h in hits:
-            same = h["file"] == c["file"]
-            if same and h["start_line"] <= c["end_line"] and c["start_line"] <= h["end_line"]:
-                if h["symbol"] not in out:
-                    out.append(h["symbol"])
+            same = h.file == c["file"]
+            if same and h.start_line <= c["end_line"] and c["start_line"] <= h.end_line:
+                if h.symbol not in out:
+                    out.append(h.symbol)
                 break
     return out
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coderag.language import STOP_EN
+from coderag.schemas import Hit
 
 INTENTS: dict[str, re.Pattern[str]] = {
     "error": re.compile(
@@ -110,22 +111,20 @@ def _words(text: str) -> set[str]:
     return {_stem(p) for w in WORD.findall(text) for p in [w.lower(), *parts(w)] if len(p) >= 3}
 
 
-def support(query: str, unit: dict[str, Any]) -> float:
+def support(query: str, unit: Hit) -> float:
     """Share of the question's content terms the unit mentions (symbol, path, doc, code)."""
     wanted = terms(query)
     if not wanted:
         return 0.0
-    hay = _words(
-        f"{unit['symbol']} {unit['file']} {unit.get('doc') or ''} {unit.get('text') or ''}"
-    )
+    hay = _words(f"{unit.symbol} {unit.file} {unit.doc} {unit.text or ''}")
     return sum(t in hay for t in wanted) / len(wanted)
 
 
-def is_doc(unit: dict[str, Any]) -> bool:
+def is_doc(unit: Hit) -> bool:
     """Whether a unit is a documentation block (README, CHANGELOG, prose)."""
-    name = unit["file"].rsplit("/", 1)[-1].upper()
+    name = unit.file.rsplit("/", 1)[-1].upper()
     return (
-        unit.get("language") in DOC_LANGUAGES
+        unit.language in DOC_LANGUAGES
         or name.startswith(("README", "CHANGELOG", "CHANGES", "HISTORY", "CONTRIBUTING"))
         or name.endswith((".MD", ".RST", ".TXT", ".ADOC"))
     )
@@ -157,16 +156,14 @@ def _ranges(rows: list[tuple[int, str]]) -> list[tuple[int, int, str]]:
     return [(s, e, "+".join(w)) for s, e, w in out]
 
 
-def quotes(
-    unit: dict[str, Any], query: str, asked: set[str], next_symbol: str | None = None
-) -> list[Quote]:
+def quotes(unit: Hit, query: str, asked: set[str], next_symbol: str | None = None) -> list[Quote]:
     """The unit's lines that carry the question's evidence: its signature, the statements the
     question's intents point at, the call of ``next_symbol`` in a chain, the lines that mention
     most of the question's terms; at most ``MAX_RANGES`` tight ranges, first line first."""
-    lines = (unit.get("text") or "").splitlines()
+    lines = (unit.text or "").splitlines()
     if not lines:
         return []
-    n = min(len(lines), unit["end_line"] - unit["start_line"] + 1)
+    n = min(len(lines), unit.end_line - unit.start_line + 1)
     lines = lines[:n]
     picked: list[tuple[int, str]] = []
     doc = is_doc(unit)
@@ -199,6 +196,6 @@ def quotes(
         picked += [(i, "mentions") for _, i in best]
     out = []
     for s, e, why in _ranges(picked)[:MAX_RANGES]:
-        start = unit["start_line"] + s
-        out.append(Quote(unit["file"], start, start + e - s, why, "\n".join(lines[s : e + 1])))
+        start = unit.start_line + s
+        out.append(Quote(unit.file, start, start + e - s, why, "\n".join(lines[s : e + 1])))
     return out

@@ -14,6 +14,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from coderag.schemas import Hit
 from coderag_generator.evidence import Quote, intents, is_doc, quotes, support, terms
 
 CANDIDATES = 3
@@ -46,9 +47,9 @@ def first_sentence(text: str) -> str:
     return " ".join(head.split())[:200].rstrip(".。")
 
 
-def place(u: dict[str, Any]) -> str:
+def place(u: Hit) -> str:
     """``file:start-end`` of a unit, as prose (not a citation anchor)."""
-    return f"{u['file']}:{u['start_line']}-{u['end_line']}"
+    return f"{u.file}:{u.start_line}-{u.end_line}"
 
 
 SIMILARITY_MARGIN = 0.03
@@ -62,11 +63,11 @@ RIVAL_SIMILARITY = 0.1
 """A rival this much more similar to the question, mentioning as much of it, wins."""
 
 
-def _definition(u: dict[str, Any]) -> bool:
-    return not is_doc(u) and u.get("kind") != "file"
+def _definition(u: Hit) -> bool:
+    return not is_doc(u) and u.kind != "file"
 
 
-def primary(units: list[dict[str, Any]], query: str) -> dict[str, Any]:
+def primary(units: list[Hit], query: str) -> Hit:
     """The unit the answer is about: the best-ranked, unless it is documentation or a file's
     summary and a definition among the next candidates mentions the question's terms (or, for a
     question without Latin terms, is nearly as similar); and unless a runner-up (not test code)
@@ -74,38 +75,34 @@ def primary(units: list[dict[str, Any]], query: str) -> dict[str, Any]:
     by its name)."""
     best = units[0]
     if not _definition(best):
-        floor = (best.get("similarity") or 0.0) - SIMILARITY_MARGIN
+        floor = (best.similarity or 0.0) - SIMILARITY_MARGIN
         for u in units[1:CANDIDATES]:
             if _definition(u) and (
-                support(query, u) > 0 or (not terms(query) and (u.get("similarity") or 0) >= floor)
+                support(query, u) > 0 or (not terms(query) and (u.similarity or 0) >= floor)
             ):
                 best = u
                 break
-    own, sim = support(query, best), best.get("similarity") or 0.0
-    if "exact" in (best.get("routes") or {}) or not sim:
+    own, sim = support(query, best), best.similarity or 0.0
+    if "exact" in best.routes or not sim:
         return best  # the question names it: no similarity can outrank that
     for u in units[1:RIVALS]:
         theirs = support(query, u)
-        clearer = (u.get("similarity") or 0.0) >= sim + RIVAL_SIMILARITY and theirs >= own
-        if u is not best and clearer and not u.get("is_test"):
+        clearer = (u.similarity or 0.0) >= sim + RIVAL_SIMILARITY and theirs >= own
+        if u is not best and clearer and not u.is_test:
             return u
     return best
 
 
-def chain(units: list[dict[str, Any]], start: dict[str, Any]) -> list[dict[str, Any]]:
+def chain(units: list[Hit], start: Hit) -> list[Hit]:
     """The call chain through ``start`` among the first ``CHAIN_POOL`` units: one calling it
     first, then the callees it reaches, in call order."""
     pool = [u for u in units[:CHAIN_POOL] if not is_doc(u)]
-    by_symbol = {u["symbol"]: u for u in pool}
-    head = next((u for u in pool if start["symbol"] in (u.get("calls") or ())), start)
+    by_symbol = {u.symbol: u for u in pool}
+    head = next((u for u in pool if start.symbol in u.calls), start)
     out = [head] if head is start else [head, start]
     while len(out) < CHAIN_UNITS:
         nxt = next(
-            (
-                by_symbol[c]
-                for c in out[-1].get("calls") or ()
-                if c in by_symbol and by_symbol[c] not in out
-            ),
+            (by_symbol[c] for c in out[-1].calls if c in by_symbol and by_symbol[c] not in out),
             None,
         )
         if nxt is None:
@@ -118,18 +115,18 @@ def _items(values: list[str], p: dict[str, Any]) -> str:
     return p["join"].join(f"`{v}`" for v in values[:MAX_FACTS])
 
 
-def describe(u: dict[str, Any], lang: str) -> str:
+def describe(u: Hit, lang: str) -> str:
     """What one code unit is and does, from its doc, signature and facts."""
     p = phrases(lang)
-    kind = p["kinds"].get(u.get("kind", ""), u.get("kind", ""))
-    out = p["unit"].format(symbol=u["symbol"], kind=kind, place=place(u))
-    if sentence := first_sentence(u.get("doc") or ""):
+    kind = p["kinds"].get(u.kind, u.kind)
+    out = p["unit"].format(symbol=u.symbol, kind=kind, place=place(u))
+    if sentence := first_sentence(u.doc):
         out += p["does"].format(sentence=sentence)
     out += "。" if lang == "zh" else "."
     sentences = [out]
-    if u.get("signature") and u.get("kind") in ("function", "method"):
-        sentences.append(p["signature"].format(signature=u["signature"]))
-    facts = u.get("facts") or {}
+    if u.signature and u.kind in ("function", "method"):
+        sentences.append(p["signature"].format(signature=u.signature))
+    facts = u.facts
     errors = facts.get("error") or []
     raised = list(dict.fromkeys(m.group(1) for e in errors if (m := _RAISED.search(e))))
     if raised:
@@ -140,30 +137,30 @@ def describe(u: dict[str, Any], lang: str) -> str:
         sentences.append(p["config"].format(items=_items(facts["config"], p)))
     if facts.get("calls"):
         sentences.append(p["calls"].format(items=_items(facts["calls"], p)))
-    if u.get("callers"):
-        sentences.append(p["callers"].format(items=_items(u["callers"], p)))
+    if u.callers:
+        sentences.append(p["callers"].format(items=_items(u.callers, p)))
     if facts.get("deprecated"):
         sentences.append(p["deprecated"].format(note=facts["deprecated"]))
-    if "tested" in u and u.get("kind") in ("function", "method"):
-        sentences.append(p["tested"] if u["tested"] else p["untested"])
+    if u.tested is not None and u.kind in ("function", "method"):
+        sentences.append(p["tested"] if u.tested else p["untested"])
     return " ".join(sentences) if lang == "en" else "".join(sentences)
 
 
-def describe_doc(u: dict[str, Any], quoted: list[Quote], lang: str) -> str:
+def describe_doc(u: Hit, quoted: list[Quote], lang: str) -> str:
     """What a documentation block says (its first quoted sentence)."""
     p = phrases(lang)
-    text = " ".join(q.text for q in quoted) or (u.get("text") or "")
+    text = " ".join(q.text for q in quoted) or (u.text or "")
     sentence = first_sentence(re.sub(r"^[#>*\-\s]+", "", text.strip(), flags=re.M))
     return p["doc_unit"].format(place=place(u)) + p["doc_says"].format(sentence=sentence)
 
 
-def chain_sentence(links: list[dict[str, Any]], lang: str) -> str:
+def chain_sentence(links: list[Hit], lang: str) -> str:
     """ "`A` (file:l-l) calls `B` (file:l-l), which calls `C` (...)"."""
     p = phrases(lang)
     a, b = links[0], links[1]
-    out = p["chain_first"].format(a=a["symbol"], a_place=place(a), b=b["symbol"], b_place=place(b))
+    out = p["chain_first"].format(a=a.symbol, a_place=place(a), b=b.symbol, b_place=place(b))
     for c in links[2:]:
-        out += p["chain_next"].format(b=c["symbol"], b_place=place(c))
+        out += p["chain_next"].format(b=c.symbol, b_place=place(c))
     return out + p["chain_end"]
 
 
@@ -172,7 +169,7 @@ def render_quotes(quoted: list[Quote]) -> str:
     return "\n".join(f"{q.anchor}\n```\n{q.text}\n```" for q in quoted)
 
 
-def compose(units: list[dict[str, Any]], query: str, lang: str) -> str:
+def compose(units: list[Hit], query: str, lang: str) -> str:
     """The whole extractive answer; empty when there is nothing to cite."""
     if not units:
         return ""
@@ -185,7 +182,7 @@ def compose(units: list[dict[str, Any]], query: str, lang: str) -> str:
         parts.append(chain_sentence(links, lang))
     quoted: list[Quote] = []
     for i, u in enumerate(links):
-        nxt = links[i + 1]["symbol"] if i + 1 < len(links) else None
+        nxt = links[i + 1].symbol if i + 1 < len(links) else None
         mine = quotes(u, query, asked, nxt)
         quoted += mine
         parts.append(describe_doc(u, mine, lang) if is_doc(u) else describe(u, lang))

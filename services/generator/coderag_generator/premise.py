@@ -6,8 +6,8 @@ so and cites the unit, whatever the backend. A claim the code bears out goes on 
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from coderag.schemas import Hit
 from coderag_generator.evidence import Quote, quotes
 from coderag_generator.explain import phrases, render_quotes
 
@@ -32,55 +32,55 @@ _ERROR_CODE = re.compile(
 _GENERIC = frozenset({"an", "a", "exception", "exceptions", "error", "errors", "err"})
 
 
-def _unit(hits: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+def _unit(hits: list[Hit], name: str) -> Hit | None:
     last = name.rsplit(".", 1)[-1].lower()
     for h in hits:
-        sym = re.sub(r"\[.*\]$", "", h["symbol"]).rsplit(".", 1)[-1].lower()
+        sym = re.sub(r"\[.*\]$", "", h.symbol).rsplit(".", 1)[-1].lower()
         if sym == last:
             return h
     return None
 
 
-def _called(unit: dict[str, Any]) -> list[str]:
-    calls = (unit.get("facts") or {}).get("calls") or []
+def _called(unit: Hit) -> list[str]:
+    calls = unit.facts.get("calls") or []
     return list(dict.fromkeys(c.split(" (")[0].rsplit(".", 1)[-1] for c in calls))
 
 
-def _correction(query: str, hits: list[dict[str, Any]], lang: str) -> tuple[str, dict] | None:
+def _correction(query: str, hits: list[Hit], lang: str) -> tuple[str, Hit] | None:
     p = phrases(lang)
     sep = p["join"]
     if m := _CALLS.search(query):
         subject, callee = (g for g in m.groups() if g)
         unit = _unit(hits, subject)
         name = callee.rsplit(".", 1)[-1]
-        if unit and not re.search(rf"\b{re.escape(name)}\s*\(", unit.get("text") or ""):
+        if unit and not re.search(rf"\b{re.escape(name)}\s*\(", unit.text or ""):
             items = sep.join(f"`{c}`" for c in _called(unit)[:4]) or "—"
-            return p["premise_not_calls"].format(symbol=unit["symbol"], name=callee,
+            return p["premise_not_calls"].format(symbol=unit.symbol, name=callee,
                                                  items=items), unit  # fmt: skip
     if m := _RAISES.search(query):
         named = [g for g in m.groups() if g]
         unit = _unit(hits, named[0]) if named else None
         if unit is None:
             return None
-        code = unit.get("text") or ""
+        code = unit.text or ""
         if _EXITS.search(query) and not _EXIT_CODE.search(code):
             raised = re.findall(r"\b(?:raise|throw)\s+(?:new\s+)?([A-Za-z_]\w*)", code)
-            errors = raised or ((unit.get("facts") or {}).get("error") or [])[:2]
+            errors = raised or (unit.facts.get("error") or [])[:2]
             items = sep.join(f"`{r}`" for r in dict.fromkeys(errors)) or "—"
-            return p["premise_not_exits"].format(symbol=unit["symbol"], items=items), unit
+            return p["premise_not_exits"].format(symbol=unit.symbol, items=items), unit
         wanted = named[1] if len(named) > 1 and named[1].lower() not in _GENERIC else None
         if not _ERROR_CODE.search(code):
-            return p["premise_not_raises"].format(symbol=unit["symbol"], name=wanted or "error",
+            return p["premise_not_raises"].format(symbol=unit.symbol, name=wanted or "error",
                                                   items="—"), unit  # fmt: skip
         if wanted and not re.search(rf"\b{re.escape(wanted)}\b", code):
             raised = re.findall(r"\b(?:raise|throw)\s+(?:new\s+)?([A-Za-z_]\w*)", code)
             items = sep.join(f"`{r}`" for r in dict.fromkeys(raised)) or "—"
-            return p["premise_not_raises"].format(symbol=unit["symbol"], name=wanted,
+            return p["premise_not_raises"].format(symbol=unit.symbol, name=wanted,
                                                   items=items), unit  # fmt: skip
     return None
 
 
-def correct(query: str, hits: list[dict[str, Any]], lang: str) -> str | None:
+def correct(query: str, hits: list[Hit], lang: str) -> str | None:
     """The answer correcting the question's premise with a citation, or None when the question
     asks to confirm nothing or the retrieved code does not contradict it."""
     if not _CONFIRM.search(query.strip()):

@@ -24,6 +24,7 @@ from typing import Any
 
 from coderag.gate import names_code
 from coderag.language import STOP_EN, has_han
+from coderag.schemas import Hit
 from coderag_generator import abstention, confidence, prompts
 from coderag_generator.evidence import WORD
 
@@ -235,10 +236,10 @@ def _alnum(text: str) -> str:
     return re.sub(r"[^0-9a-z]+", "", text.lower())
 
 
-def missing_terms(query: str, hits: Sequence[dict[str, Any]]) -> list[str]:
+def missing_terms(query: str, hits: Sequence[Hit]) -> list[str]:
     """Named terms of the question that no hit mentions in its code, path or symbol; a dotted
     or hyphenated term is present when each of its parts is."""
-    hay = "\n".join(f"{h.get('text') or ''}\n{h['file']}\n{h['symbol']}" for h in hits).lower()
+    hay = "\n".join(f"{h.text or ''}\n{h.file}\n{h.symbol}" for h in hits).lower()
     hay_alnum = _alnum(hay)
     words: list[str] | None = None
     missing = []
@@ -280,7 +281,7 @@ def _nothing(query: str, lang: str, reason: str) -> Verdict:
 
 def gate(
     query: str,
-    hits: Sequence[dict[str, Any]],
+    hits: Sequence[Hit],
     lang: str,
     score_gate: float,
     thresholds: confidence.Thresholds | None = None,

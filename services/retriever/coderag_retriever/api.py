@@ -6,7 +6,6 @@ import time
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI, Request
-from pydantic import BaseModel, Field
 
 from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep, require_query, require_searchable
@@ -14,12 +13,11 @@ from coderag.embedding import QueryEmbedder, query_embedder
 from coderag.errors import InvalidInput
 from coderag.redact import redact
 from coderag.responses import errors
-from coderag.schemas import SearchRequest, SearchResponse
+from coderag.schemas import RetrieveResponse, SearchRequest, SearchResponse
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag_retriever import dictionary, retrieval
 from coderag_retriever.index import get_index_cache
-from coderag_retriever.retrieval import RetrievedHit
 from coderag_retriever.text import STOP_WORDS
 
 router = APIRouter(tags=["search"])
@@ -35,17 +33,6 @@ async def lifespan(_: FastAPI):
         dictionary.warm(STOP_WORDS)
     get_index_cache().warm(get_catalog())
     yield
-
-
-class RetrieveResponse(BaseModel):
-    """Hits with code for the generator, ranked by the routes that have all their data."""
-
-    results: list[RetrievedHit]
-    took_ms: float
-    routes_missing: list[str] = Field(
-        default_factory=list,
-        description="Routes left out because their vectors are still being written.",
-    )
 
 
 def _embedder(request: Request, settings: SettingsDep) -> QueryEmbedder:

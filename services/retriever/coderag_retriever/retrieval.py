@@ -10,28 +10,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
-
 from coderag import stages
 from coderag.embedding import QueryEmbedder
 from coderag.gate import below_gate
-from coderag.schemas import SearchHit
+from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag.store.graph import Graph
-from coderag_retriever.search import rank, routes_run, to_hit
+from coderag_retriever.search import Ranked, rank, routes_run
 
-
-class RetrievedHit(SearchHit):
-    """A hit with its cosine similarity to the question (second encoder when it runs, else the
-    main one), for the generator's gate, and the hits among the others it calls."""
-
-    similarity: float | None = None
-    calls: list[str] = Field(default_factory=list)
-
-    def search_hit(self) -> SearchHit:
-        """The /search form: no code, similarity or calls."""
-        return SearchHit(**self.model_dump(include=set(SearchHit.model_fields)) | {"text": None})
+MAX_CALLERS = 5
+"""Callers named per hit."""
 
 
 @dataclass(frozen=True)
@@ -39,14 +28,10 @@ class Retrieval:
     """A question's hits, best first, whether even the best is under the score gate, and the
     routes that had all their data and those still waiting for vectors."""
 
-    hits: list[RetrievedHit]
+    hits: list[Hit]
     below_gate: bool
     routes_ready: list[str]
     routes_missing: list[str]
-
-    def dicts(self) -> list[dict[str, Any]]:
-        """The hits as the generator reads them (the JSON of /retrieve)."""
-        return [h.model_dump(mode="json") for h in self.hits]
 
 
 def retrieve(
@@ -59,7 +44,8 @@ def retrieve(
     ready_only: bool = False,
 ) -> Retrieval:
     """The ``top_k`` best units for a question with their similarity and, ``with_code``, their
-    code and calls (/search leaves both out: reading the call graph costs a query per hit);
+    code and what the catalog knows of them (/search leaves it out: reading the call graph
+    costs a query per hit);
     query vectors from ``embedder`` (default: the process's). A vector route still being
     written searches the vectors written so far, or with ``ready_only`` (/ask) does not run,
     so an answer's refusal reads the state its rule was fitted on."""
@@ -68,20 +54,62 @@ def retrieve(
         settings = without_routes(settings, missing)
     with slot(settings):
         ranked = rank(repo, query, top_k, settings, embedder)
-    graph = Graph(get_catalog().db) if with_code else None
-    symbols = {r.unit.id: r.unit.symbol for r in ranked}
-    hits = [
-        RetrievedHit(
-            **to_hit(r, with_text=with_code).model_dump(),
-            similarity=r.similarity,
-            calls=[]
-            if graph is None
-            else [symbols[e.callee] for e in graph.callees(repo, r.unit.id) if e.callee in symbols],
-        )
-        for r in ranked
-    ]
+    hits = [to_hit(r, with_code) for r in ranked]
+    if with_code:
+        hits = with_neighbours(repo, ranked, hits)
     gate = settings.gate() if not (ready_only and missing) else 0.0
-    return Retrieval(hits, below_gate([h.model_dump() for h in hits], gate), ready, missing)
+    return Retrieval(hits, below_gate(hits, gate), ready, missing)
+
+
+def to_hit(r: Ranked, with_code: bool = False) -> Hit:
+    """The wire form of a ranked unit, ``with_code`` its code too."""
+    u = r.unit
+    return Hit(
+        file=u.file,
+        start_line=u.start_line,
+        end_line=u.end_line,
+        symbol=u.symbol,
+        kind=u.kind,
+        language=u.language,
+        score=round(r.score, 6),
+        confidence=None if r.confidence is None else round(r.confidence, 4),
+        signature=u.signature,
+        routes=r.routes,
+        last_commit=u.last_commit,
+        last_author=u.last_author,
+        last_date=u.last_date,
+        text=u.text if with_code else None,
+        similarity=r.similarity,
+        id=u.id,
+    )
+
+
+def with_neighbours(repo: str, ranked: list[Ranked], hits: list[Hit]) -> list[Hit]:
+    """The hits with what the catalog knows of each unit and its place in the code: its doc,
+    the parser's facts and whether it is test code, the hits among the others it calls, the
+    symbols of the units (not test code) that call it, whether test code calls it. A unit the
+    catalog no longer holds (reindexed meanwhile) keeps only its calls."""
+    catalog = get_catalog()
+    graph = Graph(catalog.db)
+    symbols = {r.unit.id: r.unit.symbol for r in ranked}
+    units = catalog.units_by_id(h.id for h in hits)
+    out = []
+    for hit in hits:
+        calls = [symbols[e.callee] for e in graph.callees(repo, hit.id) if e.callee in symbols]
+        update: dict[str, Any] = {"calls": calls}
+        if (unit := units.get(hit.id)) is not None:
+            edges = graph.callers(repo, hit.id)
+            callers = catalog.units_by_id(dict.fromkeys(e.caller for e in edges)).values()
+            names = dict.fromkeys(c.symbol for c in callers if not c.is_test)
+            update |= {
+                "doc": unit.doc,
+                "facts": unit.facts,
+                "is_test": unit.is_test,
+                "callers": list(names)[:MAX_CALLERS],
+                "tested": any(c.is_test for c in callers),
+            }
+        out.append(hit.model_copy(update=update))
+    return out
 
 
 _slots: dict[int, threading.BoundedSemaphore] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from coderag.embedding import QueryEmbedder, query_embedder
-from coderag.schemas import SearchHit, Unit
+from coderag.schemas import Unit
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag.store.graph import Graph
@@ -211,25 +211,4 @@ def gather(
         adjacency,
         first,
         first_neighbours,
-    )
-
-
-def to_hit(r: Ranked, with_text: bool = False) -> SearchHit:
-    """The wire form of a ranked unit."""
-    u = r.unit
-    return SearchHit(
-        file=u.file,
-        start_line=u.start_line,
-        end_line=u.end_line,
-        symbol=u.symbol,
-        kind=u.kind,
-        language=u.language,
-        score=round(r.score, 6),
-        confidence=None if r.confidence is None else round(r.confidence, 4),
-        signature=u.signature,
-        routes=r.routes,
-        last_commit=u.last_commit,
-        last_author=u.last_author,
-        last_date=u.last_date,
-        text=u.text if with_text else None,
     )

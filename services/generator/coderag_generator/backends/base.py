@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from coderag.schemas import Hit
+
 
 @dataclass
 class Prompt:
@@ -15,7 +17,7 @@ class Prompt:
     text: str
     tokens: int
     stop: list[str] | None = None
-    context: list[dict] = field(default_factory=list)
+    context: list[Hit] = field(default_factory=list)
     lang: str = "en"
     query: str = ""
 

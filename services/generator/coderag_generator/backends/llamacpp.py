@@ -13,6 +13,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from coderag.errors import ConfigError
+from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag_generator import prompts
 from coderag_generator.backends.base import Prompt
@@ -71,13 +72,12 @@ MAX_PARTS = 3
 """Cited statements one answer may make."""
 
 
-def citation_grammar(context: list[dict], refusal: str) -> str:
+def citation_grammar(context: list[Hit], refusal: str) -> str:
     """A GBNF grammar for the answer: the refusal sentence, or one to ``MAX_PARTS`` statements
     each ending with ``(see FILE: path:start-end)`` naming a unit of the prompt. A small model
     then cannot end an answer without a citation the check accepts."""
     anchors = " | ".join(
-        json.dumps(f"{u['file']}:{u['start_line']}-{u['end_line']}", ensure_ascii=False)
-        for u in context
+        json.dumps(f"{u.file}:{u.start_line}-{u.end_line}", ensure_ascii=False) for u in context
     )
     return (
         f"root ::= refusal | part{{1,{MAX_PARTS}}}\n"
