@@ -58,11 +58,11 @@ from fetch import corpus_root, load_corpora  # noqa: E402
 from llm_speed import SPEED_PROMPT_TOKENS, speed  # noqa: E402
 
 from coderag import embedding  # noqa: E402
+from coderag.chain import VECTOR_ROUTES  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
 from coderag.schemas import Hit  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
-from coderag.stages import VECTOR_ROUTES  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
 from coderag_app.server import load_jobs  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402

@@ -12,7 +12,7 @@ import git
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag import progress
+from coderag import chain
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
@@ -107,7 +107,7 @@ def test_a_killed_parser_process_skips_only_the_file_it_was_parsing(
             for child in multiprocessing.active_children():
                 os.kill(child.pid, signal.SIGKILL)
 
-    stop = progress.listen(kill_workers)
+    stop = chain.listen(kill_workers)
     try:
         get_catalog().create_repo("crash", str(root), None, None)
         run_now(IndexRepo(repo="crash"))

@@ -13,7 +13,7 @@ import git
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag import progress
+from coderag import chain
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag_app.server import create_app
@@ -77,7 +77,7 @@ def test_search_answers_before_blame_and_last_commits_land_before_complete(
     client: TestClient, sample_repo: Path
 ) -> None:
     hold = Hold()
-    stop = progress.listen(hold)
+    stop = chain.listen(hold)
     try:
         assert client.post("/repos", json={"name": "bl", "path": str(sample_repo)}).status_code
         hold.wait_held()
@@ -119,7 +119,7 @@ def test_a_file_left_unblamed_is_blamed_by_the_next_job(
     )
     assert catalog.unblamed_files("cut") == ["src/python/sample.py"]
     hold = Hold()
-    stop = progress.listen(hold)
+    stop = chain.listen(hold)
     try:
         assert client.post("/repos/cut/reindex").status_code == 202
         hold.wait_held()

@@ -397,7 +397,7 @@ def _holds_sql(path: Path) -> bool:
 
 
 def test_sql_lives_only_under_the_store() -> None:
-    """Every query is a named function of a store module (one per noun: catalog, leases,
+    """Every query is a named function of a store module (one per noun: catalog, chain_rows,
     audit_log, sessions, deliveries, symbols, clusters, embed_cache, stats, graph)."""
     found = {
         m for m, path in modules().items() if not m.startswith("coderag.store") and _holds_sql(path)

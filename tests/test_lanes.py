@@ -14,7 +14,7 @@ import git
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag import progress, queue
+from coderag import chain, queue
 from coderag.settings import get_settings
 from coderag_app.server import create_app
 from tests.conftest import commit_all, wait_ready
@@ -50,7 +50,7 @@ def test_a_second_repository_is_searchable_while_the_first_embeds(
             held.set()
             assert release.wait(WAIT_S), "the test never released the batch"
 
-    stop = progress.listen(hold)
+    stop = chain.listen(hold)
     try:
         assert client.post("/repos", json={"name": "first", "path": str(sample_repo)}).is_success
         assert held.wait(WAIT_S), "the first repository's vectors never started"

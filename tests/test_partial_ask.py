@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag import progress
+from coderag import chain
 from coderag.settings import Settings, get_settings
 from coderag_app.server import create_app
 from coderag_embedder import tasks as embed_tasks
@@ -50,7 +50,7 @@ def test_ask_answers_from_ready_routes_while_vectors_are_written(
     client: TestClient, sample_repo: Path
 ) -> None:
     hold = Hold()
-    stop = progress.listen(hold)
+    stop = chain.listen(hold)
     try:
         r = client.post("/repos", json={"name": "s", "path": str(sample_repo)})
         assert r.status_code == 202, r.text

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag import progress, queue
+from coderag import chain, queue
+from coderag.chain import route_readiness
 from coderag.eta import eta_seconds
 from coderag.settings import get_settings
-from coderag.stages import route_readiness
 from coderag.store import get_catalog, get_vectors
 from coderag_app.server import create_app
 from coderag_embedder import tasks as embed_tasks
@@ -67,7 +67,7 @@ def test_keyword_search_answers_before_vectors_and_batches_land_one_by_one(
     client: TestClient, sample_repo: Path
 ) -> None:
     gate = Gate()
-    stop = progress.listen(gate)
+    stop = chain.listen(gate)
     try:
         r = client.post("/repos", json={"name": "prog", "path": str(sample_repo)})
         assert r.status_code == 202
@@ -106,7 +106,7 @@ def test_keyword_search_answers_before_vectors_and_batches_land_one_by_one(
         queue.drain()
     finally:
         gate.release.set()
-        if gate in progress._listeners:
+        if gate in chain._listeners:
             stop()
 
     state = client.get("/repos/prog").json()

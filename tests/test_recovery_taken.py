@@ -10,7 +10,7 @@ from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
 
-from coderag import recovery
+from coderag import queue
 from coderag.queue import JOB_KEY
 from coderag.settings import get_settings
 from coderag.store import get_catalog
@@ -44,7 +44,7 @@ def test_a_job_whose_worker_died_as_it_took_it_is_started_again(
         assert conn.lmove(parser.key, parser.intermediate_queue_key).decode() == job_id
         assert Job.fetch(job_id, connection=conn).get_status() == JobStatus.QUEUED
         assert parser.count == 0
-        assert not recovery.job_alive("taken", get_settings())
+        assert not queue.job_alive("taken", get_settings())
         workers()  # a new worker's healing starts the chain again
         repo = wait_for("taken", finished_chain)
         assert repo.status == "ready", repo
@@ -59,5 +59,5 @@ def test_a_job_waiting_in_its_queue_is_alive(redis: RedisServer, tmp_path: Path)
     with api() as client:
         assert client.post("/repos", json={"name": "waiting", "path": str(root)}).status_code == 202
     assert Queue("parser", connection=Redis.from_url(redis.url)).count == 1
-    assert recovery.job_alive("waiting", get_settings())
-    assert recovery.heal(get_catalog(), get_settings()) == []
+    assert queue.job_alive("waiting", get_settings())
+    assert queue.heal(get_catalog(), get_settings()) == []

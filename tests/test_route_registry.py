@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from coderag import routes, stages
+from coderag import chain, routes
 from coderag.settings import Settings
 from coderag_retriever import learned, selfscore
 from coderag_retriever.routes import CODE, PRIOR_ROUTES, ROUTES
@@ -25,8 +25,8 @@ def test_the_other_lists_derive_from_the_registry() -> None:
     assert ranked == learned.RANKED_ROUTES  # ranker.json's feature columns, in this order
     assert learned.FEATURES[: len(routes.RANKED)] == tuple(f"rr_{r}" for r in routes.RANKED)
     assert selfscore.DOC_ROUTES == routes.DOC
-    assert set(stages.VECTOR_ROUTES.values()) <= {"vector", "vector2"}
-    assert set(stages.VECTOR_ROUTES) == {r.name for r in routes.REGISTRY if r.space}
+    assert set(chain.VECTOR_ROUTES.values()) <= {"vector", "vector2"}
+    assert set(chain.VECTOR_ROUTES) == {r.name for r in routes.REGISTRY if r.space}
 
 
 def test_settings_name_exactly_the_registered_routes() -> None:

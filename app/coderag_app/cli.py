@@ -26,7 +26,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     # imported here so that `coderag --help` and every other command start fast
     from tqdm import tqdm
 
-    from coderag import progress
+    from coderag import chain
     from coderag.errors import NotFound
     from coderag.jobs import IndexRepo
     from coderag.queue import run_now
@@ -61,7 +61,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         if done >= total:
             bar.close()
 
-    stop = progress.listen(show)
+    stop = chain.listen(show)
     try:
         run_now(IndexRepo(repo=name))
     finally:
@@ -255,7 +255,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from redis import Redis
     from rq import Queue, Worker
 
-    from coderag.recovery import heal_forever
+    from coderag.queue import heal_forever
     from coderag_app.server import load_jobs
 
     settings = get_settings()

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from coderag import audit, progress, queue
+from coderag import audit, chain, queue
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import SPACE_PREFIXES
@@ -134,7 +134,7 @@ def install(app: FastAPI) -> Metrics:
 
     metrics = Metrics()
     audit.observers.append(metrics.on_call)
-    progress.listen(metrics.on_progress)
+    chain.listen(metrics.on_progress)
     Instrumentator(registry=metrics.registry, excluded_handlers=["/metrics"]).instrument(
         app
     ).expose(app, endpoint="/metrics", include_in_schema=False)

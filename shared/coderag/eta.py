@@ -1,4 +1,4 @@
-"""How long a repository's indexing has left, from its stages' progress (``coderag.stages``
+"""How long a repository's indexing has left, from its stages' progress (``coderag.chain``
 writes the progress; the catalog reports this with each repository)."""
 
 from __future__ import annotations

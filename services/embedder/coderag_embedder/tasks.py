@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from coderag import chain, progress, stages
+from coderag import chain
 from coderag.chain import Stage
 from coderag.errors import NotFound
 from coderag.jobs import EmbedFiles, RefreshRepo, handles
-from coderag.store import get_catalog, get_vectors, stage_rows
+from coderag.store import chain_rows, get_catalog, get_vectors
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_embedder import cache
 from coderag_embedder.encoder import get_encoders, text_key, unit_text
@@ -72,12 +72,12 @@ def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
     else:
         units = catalog.units(name, changed)
     fingerprint = ",".join(f"{s}={e.name}" for s, e in sorted(encoders.items()))
-    own_changes_only = stage_rows.vectors_follow_chain(catalog.db, name, job.lease, fingerprint)
+    own_changes_only = chain_rows.vectors_follow_chain(catalog.db, name, job.lease, fingerprint)
     encoded = written = 0
     expected: dict[str, str] | None = None
     unit_count = catalog.counts(name)[1] if own_changes_only else 0
     for space, encoder in encoders.items():
-        stages.advance(catalog, name, space, 0, len(units))
+        chain.advance(catalog, name, space, 0, len(units))
         encoded += _embed(name, units, commit, encoder, space, reg)
         vectors.delete(name, job.stale_ids, space, reg)
         missing: list[Any] = []
@@ -89,10 +89,10 @@ def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
             encoded += _embed(name, missing, commit, encoder, space, reg, len(units))
             vectors.delete(name, sorted(set(stored) - set(expected)), space, reg)
         written += len(units) + len(missing)
-        stages.advance(catalog, name, space, len(units) + len(missing), len(units) + len(missing))
+        chain.advance(catalog, name, space, len(units) + len(missing), len(units) + len(missing))
     for space in set(SPACE_PREFIXES) - set(encoders):
         vectors.drop(name, space, reg)  # a second encoder switched off: its vectors go stale
-    stage_rows.mark_vectors_clean(catalog.db, name, reg, fingerprint)
+    chain_rows.mark_vectors_clean(catalog.db, name, reg, fingerprint)
     return written, encoded
 
 
@@ -131,8 +131,8 @@ def _embed(
             registration,
         )
         if before or start + len(chunk) < len(units):
-            stages.advance(catalog, name, space, before + start + len(chunk), before + len(units))
-        progress.report(name, f"embedding ({space})", start + len(chunk), len(units))
+            chain.advance(catalog, name, space, before + start + len(chunk), before + len(units))
+        chain.report(name, f"embedding ({space})", start + len(chunk), len(units))
     return encoded
 
 

@@ -10,11 +10,11 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI, Response
 from pydantic import BaseModel
 
-from coderag import recovery, redact
+from coderag import redact
 from coderag.deps import AdminDep, CatalogDep, RepoNameDep, SettingsDep, UserDep, valid_name
 from coderag.errors import Conflict, Unavailable
 from coderag.jobs import IndexRepo
-from coderag.queue import enqueue
+from coderag.queue import enqueue, heal
 from coderag.responses import errors
 from coderag.schemas import RepoCreate, RepoOut, RepoStatus
 from coderag.settings import get_settings
@@ -41,7 +41,7 @@ async def lifespan(_: FastAPI):
     them once it is back); load the secret detectors beside it."""
     threading.Thread(target=redact.warm, name="coderag-redact-warm", daemon=True).start()
     with contextlib.suppress(Unavailable):
-        recovery.heal(get_catalog(), get_settings(), startup=True)
+        heal(get_catalog(), get_settings(), startup=True)
     yield
 
 

@@ -13,7 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from coderag import progress
+from coderag import chain
 from coderag.redact import redact
 from coderag_parser import gitsync
 from coderag_parser.files import read_source
@@ -97,14 +97,14 @@ def blame_all(jobs: list[tuple], workers: int, repo: str) -> list[tuple[str, ...
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
                 for i, res in enumerate(pool.map(blame_file, jobs, chunksize=8), 1):
                     rows += res
-                    progress.report(repo, "blaming", i, len(jobs))
+                    chain.report(repo, "blaming", i, len(jobs))
             return rows
         except BrokenProcessPool:
             log.warning("blame pool broke; blaming %s in-process", repo)
             rows = []
     for i, job in enumerate(jobs, 1):
         rows += blame_file(job)
-        progress.report(repo, "blaming", i, len(jobs))
+        chain.report(repo, "blaming", i, len(jobs))
     return rows
 
 
@@ -115,7 +115,7 @@ def parse_all(jobs: list[tuple], workers: int, repo: str) -> list[dict]:
         results = []
         for i, job in enumerate(jobs, 1):
             results.append(parse_file(job))
-            progress.report(repo, "parsing", i, len(jobs))
+            chain.report(repo, "parsing", i, len(jobs))
         return results
     results: list[dict] = []
     isolating = False  # after a crash: one process, one file at a time, so the culprit is known
@@ -142,7 +142,7 @@ def _run_pool(jobs: list[tuple], workers: int, out: list[dict], total: int, repo
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         for res in pool.map(parse_file, jobs, chunksize=8 if workers > 1 else 1):
             out.append(res)
-            progress.report(repo, "parsing", len(out), total)
+            chain.report(repo, "parsing", len(out), total)
 
 
 def _pool_never_starts() -> bool:

@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from coderag import chain, stages
+from coderag import chain
 from coderag.chain import Stage
 from coderag.errors import NotFound
 from coderag.jobs import EmbedFiles, IndexRepo, handles
 from coderag.schemas import RepoOut, Unit
 from coderag.settings import Settings
-from coderag.store import Catalog, stage_rows
+from coderag.store import Catalog, chain_rows
 from coderag_parser import gitsync
 from coderag_parser.files import excluded, indexable, regular_file, walk
 from coderag_parser.parsing import blame_all, parse_all
@@ -64,13 +64,13 @@ def index_repo(job: IndexRepo) -> dict[str, Any]:
 def _parse(stage: Stage) -> dict[str, Any]:
     catalog, settings, name, reg = stage.catalog, stage.settings, stage.repo, stage.registration
     repo = catalog.get_repo(name)
-    stage_rows.open_vector_chain(catalog.db, name, stage.token)
+    chain_rows.open_vector_chain(catalog.db, name, stage.token)
     fields: dict[str, Any] = {"error": None, "progress": "walking"}
     if repo.status != "ready":
         fields["status"] = "indexing"
     with stage.renewing():
         paths, drop, stale, commit, full, root = _index(catalog, settings, repo, reg, fields)
-        if not stages.publish_keywords(catalog, name, reg, settings):
+        if not chain.publish_keywords(catalog, name, reg, settings):
             raise NotFound(f"repository {name!r} was deleted while it was parsed")
         _blame(catalog, settings, name, reg, root)
     out = {
@@ -100,7 +100,7 @@ def _index(
     known = catalog.file_shas(name)
     last = repo.commit if repo.status != "error" else None
     to_read, drop, skipped, dirty = _candidates(
-        root, last, stage_rows.dirty_files(catalog.db, name), extra, set(known)
+        root, last, chain_rows.dirty_files(catalog.db, name), extra, set(known)
     )
     jobs = [
         (name, str(root), p, lang, settings.max_file_bytes, settings.deprecated_markers)

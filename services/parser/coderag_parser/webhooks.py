@@ -22,8 +22,7 @@ from fastapi.concurrency import run_in_threadpool
 from coderag.deps import CatalogDep, SettingsDep
 from coderag.errors import InvalidInput, NotFound, Unauthorized
 from coderag.jobs import IndexRepo
-from coderag.queue import enqueue
-from coderag.recovery import job_alive
+from coderag.queue import enqueue, job_alive
 from coderag.responses import errors
 from coderag.schemas import RepoOut
 from coderag.settings import Settings

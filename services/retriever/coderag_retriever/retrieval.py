@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from coderag import stages
+from coderag import chain
 from coderag.embedding import QueryEmbedder
 from coderag.gate import below_gate
 from coderag.schemas import Hit
@@ -132,7 +132,7 @@ def readiness(repo: str, settings: Settings) -> tuple[list[str], list[str]]:
     state = get_catalog().get_repo(repo)
     if state is None:
         return routes_run(settings), []
-    return stages.route_readiness(
+    return chain.route_readiness(
         {s: p.model_dump() for s, p in state.stages.items()}, state.complete, routes_run(settings)
     )
 

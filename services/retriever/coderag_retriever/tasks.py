@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from coderag import chain, lease
+from coderag import chain
 from coderag.chain import Skip, Stage
 from coderag.jobs import IndexRepo, RefreshRepo, handles
-from coderag.store import stage_rows
+from coderag.store import chain_rows
 from coderag_retriever.clustering import refresh
 from coderag_retriever.index import get_index_cache
 
@@ -25,11 +25,11 @@ def _refresh(stage: Stage, job: RefreshRepo) -> dict[str, Any]:
     if settings.weights().get("cluster", 0.0) > 0:
         with stage.renewing():
             refresh(catalog, name, settings)
-    if not stage_rows.publish_complete(
+    if not chain_rows.publish_complete(
         catalog.db, name, stage.registration, files, units, job.commit
     ):
         raise Skip("deleted")
-    if lease.finish_chain(catalog, name, stage.token):
+    if chain.finish_chain(catalog, name, stage.token):
         stage.next(IndexRepo(repo=name))  # a reindex asked for while this chain ran
     if not settings.redis_url:
         get_index_cache().get(catalog, name)
