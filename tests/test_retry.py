@@ -163,6 +163,6 @@ def test_contradicted_premises_are_corrected_with_a_citation(
         )
     assert server.requests == []
     # a premise the code bears out goes to the model as usual
-    called = unit["facts"]["calls"][0].split(" (")[0].rsplit(".", 1)[-1]
+    called = unit.facts["calls"][0].split(" (")[0].rsplit(".", 1)[-1]
     done = run(server, hits, f"ProcessOrder calls {called}, right?", good)[-1].data
     assert done["reason"] == "" and len(server.requests) == 1
