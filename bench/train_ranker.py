@@ -26,6 +26,12 @@ HERE = Path(__file__).resolve().parent
 SHIPPED = HERE.parent / "services" / "retriever" / "coderag_retriever" / "ranker.json"
 """Where the shipped ranker lives."""
 
+SPLITS = {
+    c["name"]: c.get("split", "tune")
+    for c in json.loads((HERE / "corpora.json").read_text("utf-8"))
+}
+"""Each corpus's split, for the shipped ranker's record of what it was trained on."""
+
 L2_GRID = (0.1, 1.0, 10.0, 100.0)
 """L2 strengths tried."""
 
@@ -307,14 +313,15 @@ def main() -> int:
         per_corpus[r["corpus"]] += 1
     model = train(rows, *best)
     trained_on = {
-        "split": "tune",
+        "split": "+".join(sorted({SPLITS.get(home(r), "mined") for r in rows})),
         "questions": dict(per_corpus),
         "l2": best[0],
         "doc_question_weight": best[1],
         "loss": best[2],
         "selected_by": "leave-one-corpus-out MRR@10 over the tuning corpora",
-        "command": "python bench/retrieval.py --split tune --dump-features F && "
-        "python bench/train_ranker.py F",
+        "command": "python bench/retrieval.py --split tune --dump-features F1 && "
+        "python bench/retrieval.py --split tune2 --dump-features F2 && "
+        "cat F1 F2 > F && python bench/train_ranker.py F",
     }
     args.out.write_text(model.to_json(trained_on) + "\n", "utf-8")
     print(f"\n{best[2]}, L2 {best[0]}, doc-question weight {best[1]}: wrote {args.out}")

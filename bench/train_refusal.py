@@ -2,20 +2,19 @@
 
     python bench/train_refusal.py [--max-false-refusals 0.05] [--l2 1.0] [--dry-run]
 
-Reads each tuning corpus's questions and the hits ``bench/answers.py`` saved for them
-(``bench/.cache/answers-hits``), retrieved with a ranker that never saw that corpus, so that the
-ranker's confidence is out of sample as on a code base it never saw: for the three corpora the
-shipped ranker was trained on, a ranker trained without that corpus; for the others (immer,
-rnsvg, indexmap), the shipped ranker::
+Reads each tuning corpus's questions (splits ``tune`` and ``tune2``) and the hits
+``bench/answers.py`` saved for them (``bench/.cache/answers-hits``), retrieved with a ranker that
+never saw that corpus, so that the ranker's confidence is out of sample as on a code base it never
+saw (the shipped ranker is trained on every tuning corpus)::
 
-    python bench/train_ranker.py bench/.cache/features.jsonl --fold-rankers bench/.cache
-    for c in requests click cobra; do
-        CODERAG_RANKER_PATH=bench/.cache/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data \
-            python bench/answers.py --split tune --corpus $c --calibrate-only
+    python bench/train_ranker.py bench/.cache/features-tune9.jsonl --fold-rankers F
+    for c in requests click cobra immer rnsvg indexmap; do
+        CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data-e20 \
+            python bench/answers.py --split tune --corpus $c --backend extractive
     done
-    for c in immer rnsvg indexmap; do
-        CODERAG_DATA_DIR=bench/.cache/data python bench/answers.py --split tune --corpus $c \
-            --calibrate-only
+    for c in httpx gorilla_mux table_core; do
+        CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data-new \
+            python bench/answers.py --split tune2 --corpus $c --backend extractive
     done
     python bench/train_refusal.py
 
@@ -25,7 +24,7 @@ out), retrieved the same way.
 
 It fits a logistic model of "absent" over ``abstention.FEATURES`` and picks the probability
 threshold with the best refusal accuracy minus false refusals whose false refusals stay within
-the goal. It reports leave-one-corpus-out figures (fit on two corpora, the held-out third
+the goal. It reports leave-one-corpus-out figures (fit on the others, the held-out one
 scored), then fits on all of them and writes the model. The rule is applied as ``/ask`` applies
 it: the named-term check first, and never against a question that names an identifier of the
 code. Nothing here reads the test split.
@@ -128,7 +127,7 @@ def main() -> int:
         help="the rule for an index whose vectors are still being written (answers.py --lexical)",
     )
     args = ap.parse_args()
-    tuning = [c["name"] for c in load_corpora() if c.get("split", "tune") == "tune"]
+    tuning = [c["name"] for c in load_corpora() if c.get("split", "tune").startswith("tune")]
     hits_dir = HITS.with_name("answers-hits-lexical") if args.lexical else HITS
     x, y, pre, open_, names = cases(tuning, hits_dir)
     corpus = np.array(names)

@@ -208,6 +208,36 @@ def test_example_values_are_not_terms_the_code_must_name() -> None:
     assert refusal.missing_terms("Where is a range like 3..7 told from a float?", hits) == []
 
 
+def test_inputs_and_guesses_are_not_claims() -> None:
+    """Users quote inputs and half-remember names (issue 21): addresses, ports, quoted strings,
+    the arguments of code they write and a name they hedge are no reason to refuse; the called
+    name, a protocol, a slash-joined pair of words and a status code the code spells by its
+    phrase still count as claims, and a claim the code lacks is still missing."""
+    ask = refusal.named_terms
+    assert ask("If base_url is https://api.example.com/v2, do I end up at /v2/users?") == [
+        "base_url"
+    ]
+    assert ask("Does Host match api.example.com:8080 with its port?") == ["Host"]
+    assert ask("cookies.get('session') raises CookieConflict for name=session") == [
+        "cookies.get",
+        "CookieConflict",
+    ]
+    assert ask("How does client.post(url, json=payload) build the body?") == ["client.post"]
+    assert ask("where is createColumnHelper<Person>() defined?") == ["createColumnHelper"]
+    assert ask("the recursive visitor, walkRoutes or similar?") == []
+    assert ask("好像有个叫 copyConf 之类的函数？") == []
+    assert ask("Where is the user's SessionStore saved?") == ["SessionStore"]
+    assert ask("Where does it enable HTTP/3 or OAuth2?") == ["HTTP/3", "OAuth2"]
+    assert ask("撤销/重做（undo/redo）的历史栈在哪里维护？") == ["undo/redo"]
+    go = [
+        make_hit(
+            file="mux.go", symbol="Router.ServeHTTP", text="w.WriteHeader(http.StatusNotFound)"
+        )
+    ]
+    assert refusal.missing_terms("Why do I get a 404 from the router?", go) == []
+    assert refusal.missing_terms("Where is a 500 returned after a panic?", go) == ["500"]
+
+
 @pytest.mark.slow
 def test_the_learned_rule_decides_refusal_with_the_packaged_encoders(
     client: TestClient, sample_repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from difflib import get_close_matches
 from functools import cache
+from http import HTTPStatus
 from importlib import resources
 from typing import Any
 
@@ -44,6 +45,14 @@ _TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+#/-]*[A-Za-z0-9_+#]|[A-Za-z0-9_]"
 _IDENT = re.compile(r"[A-Za-z_][\w.]*(?:\(\))?$")
 _SENTENCE_START = "'\"“‘`([{.?!:;,，。？！：；、（"
 _LITERAL = re.compile(r"[+-]?\d+(?:[.:,/]+\d+)+")
+_ADDRESS = re.compile(
+    r"(?:[\w-]+\.)+(?:com|org|net|io|dev|local|internal|test|example|localhost)\b\S*"
+)
+"""A host name (``api.example.com/v2``): an address the question imagines; so is a path that
+starts with "/" (``/v2/users``). ``HTTP/2`` and ``undo/redo`` are not: they name things."""
+_QUOTED = re.compile(r"(?<![A-Za-z])'[^'\n]*'(?![A-Za-z])|\"[^\"\n]*\"|“[^”\n]*”|‘[^’\n]*’")
+"""A quoted string; an apostrophe inside a word ("the user's") opens none."""
+_OPENS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _QUOTES = " '\"“‘`"
 
 
@@ -79,6 +88,7 @@ class Rules:
     judgements: tuple[_Judgement, ...]
     generic: frozenset[str]
     example: tuple[str, ...]
+    hedge: tuple[str, ...]
 
 
 def _compile(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
@@ -107,6 +117,7 @@ def rules(lang: str) -> Rules:
         ),
         generic=frozenset(w.lower() for w in data.get("absent", {}).get("generic", [])),
         example=tuple(w.lower() for w in data.get("absent", {}).get("example", [])),
+        hedge=tuple(w.lower() for w in data.get("absent", {}).get("hedge", [])),
     )
 
 
@@ -194,18 +205,33 @@ def named_terms(query: str) -> list[str]:
     """The specific things a question names: identifiers (``parse_args``, ``Session.get``),
     acronyms and camel case (``YAML``, ``PowerShell``), capitalised words inside a sentence,
     numbers with letters or digits (``503``, ``HTTP/2``), and any Latin word of a Chinese
-    question. Example values are not among them: a literal such as ``3..7`` or ``1.5``, or a
-    term right after "like", "e.g." or "例如" is an input the question imagines, which the
-    code that handles it need not spell out."""
+    question. Example values are not among them: a literal such as ``3..7`` or ``1.5``, an
+    address (``api.example.com/v2``) or port, a quoted string, the arguments of code the
+    question writes, a term right after "like", "e.g." or "例如", or a half-remembered name
+    ("walkRoutes or similar") is an input the question imagines or a guess, which the code
+    need not spell out."""
     chinese = has_han(query)
     rule_sets = _all_rules()
     generic = set().union(*(r.generic for r in rule_sets))
     examples = tuple(w for r in rule_sets for w in r.example)
+    hedges = tuple(w for r in rule_sets for w in r.hedge)
+    inputs = _example_spans(query)
+    # a name the question also writes as an input ('session', then name=session) is one
+    given = {t.group().lower() for a, b in inputs for t in _TOKEN.finditer(query[a:b])}
     out: list[str] = []
     for m in _TOKEN.finditer(query):
         term = m.group().rstrip(".")
         before = query[: m.start()].rstrip()
-        if _LITERAL.fullmatch(term) or _follows_example(before, examples):
+        if (
+            _LITERAL.fullmatch(term)
+            or _ADDRESS.fullmatch(term)
+            or query[m.start() - 1 : m.start()] == "/"
+            or any(a <= m.start() < b for a, b in inputs)
+            or term.lower() in given
+            or _follows_example(before, examples)
+            or _hedged(query[m.end() :], hedges)
+            or (term.isdigit() and before.endswith(":"))  # a port: host:8080
+        ):
             continue
         starts_sentence = not before or before[-1] in _SENTENCE_START
         shaped = (
@@ -220,6 +246,39 @@ def named_terms(query: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _example_spans(query: str) -> list[tuple[int, int]]:
+    """Where the question writes example inputs: quoted strings, and the arguments of code it
+    writes (``client.post(url, json=payload)``, ``mounts={...}``, ``helper<Person>()``); the
+    called name stays a claim. A bracket after a space ("(a and b)") or a full-width one is
+    prose, not code."""
+    spans = [m.span() for m in _QUOTED.finditer(query)]
+    for i, ch in enumerate(query):
+        if ch in _OPENS and i and (query[i - 1].isalnum() or query[i - 1] in "_=.:"):
+            end = _closing(query, i)
+            spans.append((i, end))
+    return spans
+
+
+def _closing(text: str, start: int) -> int:
+    """The index after the bracket that closes the one at ``start`` (the end of the text when
+    it is never closed)."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] in _OPENS:
+            depth += 1
+        elif text[i] in _OPENS.values():
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)
+
+
+def _hedged(after: str, hedges: tuple[str, ...]) -> bool:
+    """Whether a half-remembered name follows: "walkRoutes or similar", "copyConf 之类"."""
+    text = after.lower().lstrip(" \t'\"`’”,，")
+    return any(text.startswith(h) for h in hedges)
+
+
 def _follows_example(before: str, markers: tuple[str, ...]) -> bool:
     """Whether the text before a term ends with an example marker ("like", "such as", "比如"),
     a quote between them allowed; a Latin marker must start a word ("unlike" is not "like")."""
@@ -230,6 +289,16 @@ def _follows_example(before: str, markers: tuple[str, ...]) -> bool:
             if not marker[0].isascii() or start == 0 or not text[start - 1].isalnum():
                 return True
     return False
+
+
+def _status_phrase(term: str) -> str:
+    """The reason phrase of an HTTP status code, letters only ("404" → "notfound"), else ""."""
+    if not (len(term) == 3 and term.isdigit()):
+        return ""
+    try:
+        return _alnum(HTTPStatus(int(term)).phrase)
+    except ValueError:
+        return ""
 
 
 def _alnum(text: str) -> str:
@@ -249,6 +318,8 @@ def missing_terms(query: str, hits: Sequence[Hit]) -> list[str]:
             low = part.lower()
             if low in hay or (_alnum(low) and _alnum(low) in hay_alnum):
                 continue
+            if (phrase := _status_phrase(part)) and phrase in hay_alnum:
+                continue  # 404 written as StatusNotFound, HTTPStatus.NOT_FOUND, not_found
             if len(low) >= FUZZY_MIN_CHARS:
                 words = words if words is not None else list(set(re.findall(r"\w+", hay)))
                 if get_close_matches(low, words, n=1, cutoff=FUZZY_CUTOFF):
