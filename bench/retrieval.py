@@ -208,40 +208,43 @@ def dump_features(name: str, questions: list[dict], settings: Settings, sink) ->
         )
 
 
+def dump_generated_features(
+    entry: dict, questions: Path, root: Path, reuse: bool, settings: Settings, sink, limit: int
+) -> None:
+    """Features of up to ``limit`` generated questions (a seeded sample of the ``questions``
+    file) over a code base's doc-blanked copy at ``root``, indexed as ``<name>-nodoc``."""
+    import random
+
+    rows = [json.loads(line) for line in questions.read_text("utf-8").splitlines()]
+    random.Random(0).shuffle(rows)
+    copy = {**entry, "name": f"{entry['name']}-nodoc"}
+    index_corpus(copy, reuse, root)
+    dump_features(copy["name"], rows[:limit], settings, sink)
+    print(f"{entry['name']}: {min(limit, len(rows))} generated questions", file=sys.stderr)
+
+
 def dump_doc_features(corpus: dict, reuse: bool, settings: Settings, sink, limit: int) -> None:
     """Features of up to ``limit`` doc-comment questions over the corpus's doc-blanked copy
     (``bench/docquestions.py`` makes both)."""
-    import random
-
     name = corpus["name"]
     path = HERE / ".cache" / "docquestions" / f"{name}.jsonl"
     if not path.exists():
         print(f"no doc questions for {name}: run bench/docquestions.py {name}", file=sys.stderr)
         return
-    questions = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
-    random.Random(0).shuffle(questions)
-    nodoc = {**corpus, "name": f"{name}-nodoc"}
-    index_corpus(nodoc, reuse, corpus_root(name).parent / f"{name}-nodoc")
-    dump_features(nodoc["name"], questions[:limit], settings, sink)
+    root = corpus_root(name).parent / f"{name}-nodoc"
+    dump_generated_features(corpus, path, root, reuse, settings, sink, limit)
 
 
 def dump_mined_features(entry: dict, reuse: bool, settings: Settings, sink, limit: int) -> None:
     """Features of up to ``limit`` questions mined from a code base of ``bench/mining.json``,
     over its doc-blanked copy (``bench/mine.py`` makes both)."""
-    import random
-
     name = entry["name"]
     path = HERE / ".cache" / "mined" / f"{name}.jsonl"
     root = HERE / ".cache" / "src" / f"{name}-nodoc"
     if not (path.exists() and root.is_dir()):
         print(f"no mined questions for {name}: run bench/mine.py {name}", file=sys.stderr)
         return
-    questions = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
-    random.Random(0).shuffle(questions)
-    copy = {**entry, "name": f"{name}-nodoc"}
-    index_corpus(copy, reuse, root)
-    dump_features(copy["name"], questions[:limit], settings, sink)
-    print(f"{name}: {min(limit, len(questions))} mined questions", file=sys.stderr)
+    dump_generated_features(entry, path, root, reuse, settings, sink, limit)
 
 
 def evaluate(

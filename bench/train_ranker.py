@@ -3,6 +3,7 @@
     python bench/retrieval.py --split tune --dump-features bench/.cache/features.jsonl
     python bench/train_ranker.py bench/.cache/features.jsonl [--out PATH]
     python bench/train_ranker.py F --compare-shipped | --compare-models | --own-docs DOC_F
+    python bench/train_ranker.py F --explain-misses
 
 Leave-one-corpus-out over the tuning corpora picks the L2 strength (each fold is scored on a
 corpus the model did not see, the way a new user's code base is), prints the folds against the
@@ -20,16 +21,17 @@ from pathlib import Path
 
 import numpy as np
 
-from coderag_retriever.learned import Ranker, fit, fit_listwise, parse
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from fetch import load_corpora  # noqa: E402
+
+from coderag_retriever.learned import FEATURES, Ranker, fit, fit_listwise, parse  # noqa: E402
+
 SHIPPED = HERE.parent / "services" / "retriever" / "coderag_retriever" / "ranker.json"
 """Where the shipped ranker lives."""
 
-SPLITS = {
-    c["name"]: c.get("split", "tune")
-    for c in json.loads((HERE / "corpora.json").read_text("utf-8"))
-}
+SPLITS = {c["name"]: c.get("split", "tune") for c in load_corpora()}
 """Each corpus's split, for the shipped ranker's record of what it was trained on."""
 
 L2_GRID = (0.1, 1.0, 10.0, 100.0)
@@ -215,6 +217,33 @@ def compare_models(rows: list[dict], doc_weight: float = 0.0) -> None:
         print(_row(label, per))
 
 
+def explain_misses(rows: list[dict]) -> None:
+    """Leave-one-corpus-out with the shipped recipe: where the gold unit ranks when it is not
+    first, and for each feature the share of those misses in which the unit ranked first scores
+    higher than the gold one (ranks are inverted, so higher is better for every feature)."""
+    meta = json.loads(SHIPPED.read_text("utf-8"))["trained_on"]
+    right, gaps, where = 0, [], []
+    for corpus in held_out(rows):
+        model = train([r for r in rows if home(r) != corpus], meta["l2"], 0.0, meta["loss"])
+        for r in rows:
+            if home(r) != corpus or is_doc(r) or r["y"].sum() == 0:
+                continue
+            order = np.argsort(-model.score(r["x"]), kind="stable")
+            gold = int(np.nonzero(r["y"][order] > 0)[0][0])
+            if gold == 0:
+                right += 1
+                continue
+            where.append(gold + 1)
+            gaps.append(r["x"][order[0]] - r["x"][order[gold]])
+    d = np.array(gaps)
+    print(f"gold first: {right}; lower: {len(where)}, of which at ranks 2-5: "
+          f"{sum(2 <= w <= 5 for w in where)}\n")  # fmt: skip
+    print("| feature | misses where the first unit scores higher | lower |")
+    print("| --- | --- | --- |")
+    for i in np.argsort(-(d > 0).mean(0)):
+        print(f"| {FEATURES[i]} | {(d[:, i] > 0).mean():.2f} | {(d[:, i] < 0).mean():.2f} |")
+
+
 def adapt_to_own_docs(rows: list[dict], docs: list[dict]) -> None:
     """The repository teaching its own ranker: for each corpus with doc-comment questions, the
     shipped recipe trained on the other corpora's written questions plus this corpus's own
@@ -263,6 +292,11 @@ def main() -> int:
         "this dump (retrieval.py --doc-questions N), and score on its written questions",
     )
     ap.add_argument(
+        "--explain-misses",
+        action="store_true",
+        help="instead: leave-one-corpus-out, where rank 1 is wrong, which features favour it",
+    )
+    ap.add_argument(
         "--doc-weight",
         type=float,
         default=0.0,
@@ -276,6 +310,9 @@ def main() -> int:
     if args.own_docs:
         docs = [r for r in load(args.own_docs) if len(r["y"]) and is_doc(r)]
         adapt_to_own_docs([r for r in rows if not is_doc(r)], docs)
+        return 0
+    if args.explain_misses:
+        explain_misses(rows)
         return 0
     if args.compare_shipped:
         compare_shipped([r for r in rows if not is_doc(r)])

@@ -29,14 +29,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from fetch import load_corpora, load_mining  # noqa: E402
+from retrieval import overlaps  # noqa: E402  (its import embeds queries in this process)
 
-from coderag import embedding  # noqa: E402
 from coderag.settings import get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
-from coderag_embedder.queries import local  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
-
-embedding.use_local(local())  # this script's queries embed in-process
 
 PAIRS = HERE / ".cache" / "reranker-pairs"
 """Collected pairs, one file per source."""
@@ -66,10 +63,7 @@ def unit_text(u) -> str:  # type: ignore[no-untyped-def]
 
 
 def _overlaps(u, gold: list[dict]) -> bool:  # type: ignore[no-untyped-def]
-    return any(
-        u.file == g["file"] and u.start_line <= g["end_line"] and g["start_line"] <= u.end_line
-        for g in gold
-    )
+    return any(overlaps((u.file, u.start_line, u.end_line), g) for g in gold)
 
 
 def _questions(path: Path) -> list[dict]:

@@ -10,6 +10,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import mine
+import mined_docs
+import mined_tests
+import mined_zh
 
 from coderag_parser.units import parse_source
 
@@ -86,9 +89,9 @@ PATHS = {"python": "a.py", "go": "a.go", "rust": "a.rs", "java": "A.java", "type
 """A file name of each language, for the parser."""
 
 
-def mined(language: str, source: str) -> mine.FileMined:
+def mined(language: str, source: str) -> mined_docs.FileMined:
     """The miner's result for one inline file."""
-    return mine.mine_file(language, source)
+    return mined_docs.mine_file(language, source)
 
 
 @pytest.mark.parametrize(
@@ -124,7 +127,7 @@ def gold(language: str, source: str, name: str) -> tuple[int, int] | None:
     out = mined(language, source)
     units = parse_source("r", PATHS[language], language, out.text).units
     doc = next(d for d in out.docs if d.name == name)
-    return mine.unit_of(units, doc.name, doc.row)
+    return mined_docs.unit_of(units, doc.name, doc.row)
 
 
 def unit_lines(language: str, text: str, symbol: str) -> tuple[int, int]:
@@ -182,13 +185,13 @@ def test_first_sentences_become_questions_without_the_leading_name() -> None:
     ],
 )
 def test_sentence_filters(sentence: str, name: str, kept: bool) -> None:
-    assert (mine.keep_sentence(sentence, name) is not None) == kept
+    assert (mined_docs.keep_sentence(sentence, name) is not None) == kept
 
 
 def test_doc_markup_is_reduced_to_its_text() -> None:
     raw = "/**\n * Returns the {@code Foo} for {@link Bar#baz} keys.\n * @return it\n */"
-    assert mine.clean_doc(raw) == "Returns the Foo for Bar#baz keys."
-    assert mine.clean_doc("/// Like [`set`](Self::set), but returns `x`.") == (
+    assert mined_docs.clean_doc(raw) == "Returns the Foo for Bar#baz keys."
+    assert mined_docs.clean_doc("/// Like [`set`](Self::set), but returns `x`.") == (
         "Like set, but returns x."
     )
 
@@ -203,48 +206,61 @@ def test_doc_markup_is_reduced_to_its_text() -> None:
     ],
 )
 def test_test_names_become_words(test_name: str, words: list[str]) -> None:
-    assert mine.words_of_test(test_name) == words
+    assert mined_tests.words_of_test(test_name) == words
 
 
 def test_tested_function_is_the_one_named_and_called() -> None:
     functions = {"parse_header": 1, "parse": 1, "AddHook": 1, "Add": 1, "Dial": 3, "quote": 1}
-    case = mine.Case(["parse", "header", "with", "quotes"], {"parse_header", "parse", "strip"})
-    assert mine.tested_function(case, functions) == "parse_header"  # the longest name wins
-    case = mine.Case(["add", "hook", "race"], {"AddHook", "Add"})
-    assert mine.tested_function(case, functions) == "AddHook"
+    case = mined_tests.Case(
+        ["parse", "header", "with", "quotes"], {"parse_header", "parse", "strip"}
+    )
+    assert mined_tests.tested_function(case, functions) == "parse_header"  # the longest name wins
+    case = mined_tests.Case(["add", "hook", "race"], {"AddHook", "Add"})
+    assert mined_tests.tested_function(case, functions) == "AddHook"
     # several definitions share the name: ambiguous
-    assert mine.tested_function(mine.Case(["dial", "timeout"], {"Dial"}), functions) is None
+    assert (
+        mined_tests.tested_function(mined_tests.Case(["dial", "timeout"], {"Dial"}), functions)
+        is None
+    )
     # the test's name says nothing beyond the function's name
-    assert mine.tested_function(mine.Case(["parse", "header"], {"parse_header"}), functions) is None
+    assert (
+        mined_tests.tested_function(
+            mined_tests.Case(["parse", "header"], {"parse_header"}), functions
+        )
+        is None
+    )
     # called, but not named by the test
-    assert mine.tested_function(mine.Case(["split", "values"], {"quote"}), functions) is None
+    assert (
+        mined_tests.tested_function(mined_tests.Case(["split", "values"], {"quote"}), functions)
+        is None
+    )
 
 
 def test_tests_are_found_with_the_names_they_call() -> None:
     py = "def test_parse_header_quotes():\n    assert parse_header('a') == helper.strip('a')\n"
-    (case,) = mine.cases_in("python", py)
+    (case,) = mined_tests.cases_in("python", py)
     assert case.words == ["parse", "header", "quotes"] and case.calls == {"parse_header", "strip"}
     go = 'package x\n\nfunc TestParseDuration(t *testing.T) {\n\td := ParseDuration("1h")\n}\n'
-    (case,) = mine.cases_in("go", go)
+    (case,) = mined_tests.cases_in("go", go)
     assert case.words == ["parse", "duration"] and "ParseDuration" in case.calls
     rust = '#[test]\nfn parse_empty_string() {\n    let v = Version::parse("");\n}\n'
-    (case,) = mine.cases_in("rust", rust)
+    (case,) = mined_tests.cases_in("rust", rust)
     assert case.words == ["parse", "empty", "string"] and "parse" in case.calls
     js = "describe('x', () => {\n  it('removes listeners on close', () => removeListeners())\n})"
-    (case,) = mine.cases_in("javascript", js)
+    (case,) = mined_tests.cases_in("javascript", js)
     assert case.words == ["removes", "listeners", "on", "close"]
     assert "removeListeners" in case.calls
 
 
 def test_chinese_keeps_identifiers_and_needs_most_words_back() -> None:
-    zh = mine.translate("Returns the error message for a request timeout in parse_header.")
+    zh = mined_zh.translate("Returns the error message for a request timeout in parse_header.")
     assert zh is not None
     assert "parse_header" in zh
     assert all(not ("a" <= ch <= "z") for ch in zh.replace("parse_header", ""))
     assert any("\u4e00" <= ch <= "\u9fff" for ch in zh)
     # words the dictionaries lack stay English: too few content words come back
-    assert mine.translate("Frobnicates the quuxes of wibbly zorblax.") is None
-    assert mine.translate("parse_header of getValue") is None  # no content word to translate
+    assert mined_zh.translate("Frobnicates the quuxes of wibbly zorblax.") is None
+    assert mined_zh.translate("parse_header of getValue") is None  # no content word to translate
 
 
 def test_question_type() -> None:
