@@ -156,7 +156,9 @@ def postgres() -> Iterator[Postgres]:
     ``postgres.create()`` makes a fresh database and returns its URL."""
     bin_dir = binaries()
     if bin_dir is None:
-        pytest.fail("PostgreSQL is not installed (make test installs it: apt-get install postgresql)")
+        pytest.fail(
+            "PostgreSQL is not installed (make test installs it: apt-get install postgresql)"
+        )
     server = Postgres(bin_dir, _free_port())
     server.start()
     yield server

@@ -44,7 +44,8 @@ def snapshot(repo: str) -> dict:
             for r in cat.db.read("SELECT * FROM calls WHERE repo=:r", {"r": repo})
         ),
         "imports": sorted(
-            tuple(r) for r in cat.db.read("SELECT file, module FROM imports WHERE repo=:r", {"r": repo})
+            tuple(r)
+            for r in cat.db.read("SELECT file, module FROM imports WHERE repo=:r", {"r": repo})
         ),
     }
     for space in get_encoders():

@@ -112,12 +112,12 @@ def test_a_new_database_is_created_at_the_head_revision(database_target: Path | 
 def test_the_migrations_are_package_data() -> None:
     """An installed wheel must hold env.py, the template and every revision."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    patterns = config["tool"]["setuptools"]["package-data"]["coderag.store"]
-    package = ROOT / "shared/coderag/store"
+    patterns = config["tool"]["setuptools"]["package-data"]["coderag"]
+    package = ROOT / "shared/coderag"
     shipped = [
         p.relative_to(package).as_posix()
         for p in migrate.MIGRATIONS.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts
     ]
-    assert "migrations/env.py" in shipped and len(shipped) >= 3
+    assert "store/migrations/env.py" in shipped and len(shipped) >= 3
     assert [f for f in shipped if not any(fnmatch(f, pat) for pat in patterns)] == []

@@ -131,6 +131,9 @@ def test_the_symbol_table_matches_prefixes_without_case_and_wildcards(db: Databa
     ]
     assert len(symbol_table.starting_with(db, "r", "", None, 2)) == 2
     assert {r["name"] for r in symbol_table.defined(db, "r")} == {"a", "b", "t"}
-    assert sorted(r["qualified"] for r in symbol_table.defined_in(db, "r", "a.py")) == ["m.a", "m.b"]
+    assert sorted(r["qualified"] for r in symbol_table.defined_in(db, "r", "a.py")) == [
+        "m.a",
+        "m.b",
+    ]
     assert symbol_table.unit_of(db, "r", "m.a") == a.id
     assert symbol_table.unit_of(db, "r", "c.Load_all") is None

@@ -69,7 +69,9 @@ REPO_TABLES = (*FILE_TABLES, "clusters", "session_turns")
 def _delete_file_rows(conn: Tx, repo: str, path: str) -> None:
     for table in FILE_TABLES:
         col = _FILE_COLUMN.get(table, "file")
-        conn.execute(f"DELETE FROM {table} WHERE repo=:repo AND {col}=:path", {"repo": repo, "path": path})
+        conn.execute(
+            f"DELETE FROM {table} WHERE repo=:repo AND {col}=:path", {"repo": repo, "path": path}
+        )
 
 
 class Catalog:
@@ -168,11 +170,17 @@ class Catalog:
                 raise NotFound(f"repository {repo!r} was deleted")
             for path, *_ in files:
                 _delete_file_rows(conn, repo, path)
-            conn.executemany(_insert("files", FILE_FIELDS), _named(FILE_FIELDS, repo, files, int(blamed)))
-            conn.executemany(_UPSERT_UNIT, [dict(zip(UNIT_FIELDS, _unit_row(u))) for u in units])
-            conn.executemany(_insert("symbols", SYMBOL_FIELDS), _named(SYMBOL_FIELDS, repo, symbols))
+            conn.executemany(
+                _insert("files", FILE_FIELDS), _named(FILE_FIELDS, repo, files, int(blamed))
+            )
+            conn.executemany(_UPSERT_UNIT, [_unit_row(u) for u in units])
+            conn.executemany(
+                _insert("symbols", SYMBOL_FIELDS), _named(SYMBOL_FIELDS, repo, symbols)
+            )
             conn.executemany(_insert("calls", CALL_FIELDS), _named(CALL_FIELDS, repo, calls))
-            conn.executemany(_insert("imports", IMPORT_FIELDS), _named(IMPORT_FIELDS, repo, imports))
+            conn.executemany(
+                _insert("imports", IMPORT_FIELDS), _named(IMPORT_FIELDS, repo, imports)
+            )
 
         self.db.write(replace)
 
@@ -404,7 +412,9 @@ IMPORT_FIELDS = ("repo", "file", "module")
 
 def _insert(table: str, fields: tuple[str, ...]) -> str:
     """An INSERT of one row with a named parameter per column."""
-    return f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({', '.join(':' + f for f in fields)})"
+    return (
+        f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({', '.join(':' + f for f in fields)})"
+    )
 
 
 def _named(fields: tuple[str, ...], repo: str, rows: Iterable[tuple], *tail: object) -> list[dict]:
@@ -412,8 +422,9 @@ def _named(fields: tuple[str, ...], repo: str, rows: Iterable[tuple], *tail: obj
     return [dict(zip(fields, (repo, *row, *tail), strict=True)) for row in rows]
 
 
-def _unit_row(u: Unit) -> tuple:
-    return (
+def _unit_row(u: Unit) -> dict[str, object]:
+    """A unit's parameters for ``_UPSERT_UNIT``."""
+    values = (
         u.id,
         u.repo,
         u.file,
@@ -432,6 +443,7 @@ def _unit_row(u: Unit) -> tuple:
         u.last_author,
         u.last_date,
     )
+    return dict(zip(UNIT_FIELDS, values, strict=True))
 
 
 def _repo_out(row: Row) -> RepoOut:

@@ -163,7 +163,9 @@ class Graph:
             for f in defined.get(r["callee"], ()):
                 if f != r["file"]:
                     counts[f] += 1
-        files = [r["path"] for r in self.db.read("SELECT path FROM files WHERE repo=:repo", by_repo)]
+        files = [
+            r["path"] for r in self.db.read("SELECT path FROM files WHERE repo=:repo", by_repo)
+        ]
         for r in self.db.read("SELECT file, module FROM imports WHERE repo=:repo", by_repo):
             for f in files:
                 if f != r["file"] and _imports_file(r["module"], f):

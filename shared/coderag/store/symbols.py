@@ -9,9 +9,7 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def starting_with(
-    db: Database, repo: str, prefix: str, kind: str | None, limit: int
-) -> list[Row]:
+def starting_with(db: Database, repo: str, prefix: str, kind: str | None, limit: int) -> list[Row]:
     """Definitions whose name starts with ``prefix`` (case-insensitive), of ``kind`` when given,
     by name then file."""
     # LIKE is case-insensitive in SQLite and case-sensitive in PostgreSQL: compare lower cases
