@@ -15,6 +15,7 @@ from coderag import audit
 from coderag.store import Catalog, Database, migrate
 from coderag.store import sessions as session_store
 from tests.old_schema import OLD_ADDED_COLUMNS, OLD_SCHEMA, OLD_SESSIONS
+from tests.test_store import audit_row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,8 +68,7 @@ def _adopt(path: Path) -> None:
         assert session_store.owner(db, "s", "bob") == "alice"
         assert [t["content"] for t in session_store.last_turns(db, "s", "old", 5)] == ["hi"]
         # the old row keeps its id and timestamp; a new one follows it
-        audit.record(catalog, user="bob", endpoint="/search", repo="old", query="q", files=[],
-                     input_tokens=0, response_ms=1.0, status="ok")  # fmt: skip
+        audit_row(catalog, "bob")
         lines = list(audit.export_csv(catalog, None, None))
         assert [ln.split(",")[2] for ln in lines[1:3]] == ["alice", "bob"]
         catalog.update_repo("old", vectors_mark="clean:x", pending=1)

@@ -3,10 +3,13 @@ database (the ``db`` fixture runs each test once per backend)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
 
+from coderag import audit
 from coderag.errors import Conflict, NotFound
 from coderag.schemas import Unit
 from coderag.store import Catalog, Database, chain_rows
@@ -26,6 +29,21 @@ def unit(file: str, start: int, symbol: str, text: str = "pass", is_test: bool =
         text=text,
         is_test=is_test,
         facts={"calls": ["b"], "名": "ü"},
+    )
+
+
+def audit_row(catalog: Catalog, user: str, query: str = "q", endpoint: str = "/search") -> None:
+    """Record one audit row as a call would."""
+    audit.record(
+        catalog,
+        user=user,
+        endpoint=endpoint,
+        repo="r",
+        query=query,
+        files=["a.py"],
+        input_tokens=len(query),
+        response_ms=1.234,
+        status="ok",
     )
 
 
@@ -180,3 +198,25 @@ def test_a_failed_write_rolls_back_and_the_next_one_runs(db: Database) -> None:
     assert catalog.get_repo("r").files == 0
     catalog.update_repo("r", files=6)
     assert catalog.get_repo("r").files == 6
+
+
+def test_a_forked_child_writes_on_connections_of_its_own(db: Database) -> None:
+    """An rq work horse is a fork of a worker that has used the database: the child gets its own
+    writer thread and connections, and the parent's still work afterwards."""
+    catalog = Catalog(db)
+    catalog.create_repo("r", None, "https://x", None)
+    assert catalog.get_repo("r").files == 0  # the parent holds pooled connections now
+    pid = os.fork()
+    if pid == 0:  # the child: a hang or an error is its exit status
+        signal.alarm(30)
+        code = 1
+        try:
+            catalog.update_repo("r", files=9)
+            code = 0 if catalog.get_repo("r").files == 9 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert catalog.get_repo("r").files == 9
+    catalog.update_repo("r", files=10)
+    assert catalog.get_repo("r").files == 10

@@ -9,6 +9,7 @@ from pathlib import Path
 from coderag import audit
 from coderag.store import Catalog, Database, migrate
 from coderag.store.database import Tx
+from tests.test_store import audit_row
 
 WRITERS = 20
 ROWS_EACH = 25
@@ -23,17 +24,7 @@ def _writer(target: Path | str, index: int, start: multiprocessing.synchronize.B
         catalog = Catalog(db)
         db.write(lambda c: c.execute("CREATE TABLE IF NOT EXISTS counter (n INTEGER NOT NULL)"))
         for row in range(ROWS_EACH):
-            audit.record(
-                catalog,
-                user=f"writer-{index}",
-                endpoint="/search",
-                repo="r",
-                query=f"q{row}",
-                files=["a.py"],
-                input_tokens=row,
-                response_ms=1.0,
-                status="ok",
-            )
+            audit_row(catalog, f"writer-{index}", f"q{row}")
             # read, then write: unless each write holds the write lock from its first statement
             # (SQLite: BEGIN IMMEDIATE; PostgreSQL: the advisory lock) another process commits
             # between the two and a bump is lost (measured on SQLite: 467 distinct values of 500

@@ -10,7 +10,7 @@ from coderag.store import Catalog, Database, audit_log, clusters, deliveries, em
 from coderag.store import sessions as session_store
 from coderag.store import symbols as symbol_table
 from coderag.store.graph import Graph
-from tests.test_store import indexed
+from tests.test_store import audit_row, indexed
 
 
 def test_sessions_keep_their_owner_and_newest_turns(db: Database) -> None:
@@ -29,18 +29,8 @@ def test_sessions_keep_their_owner_and_newest_turns(db: Database) -> None:
 
 def test_the_audit_log_writes_the_user_column_and_exports_csv(db: Database) -> None:
     catalog = Catalog(db)
-    for i, user in enumerate(("alice", "=bob")):
-        audit.record(
-            catalog,
-            user=user,
-            endpoint="/search",
-            repo="r",
-            query=f"q{i}",
-            files=["a.py"],
-            input_tokens=i,
-            response_ms=1.234,
-            status="ok",
-        )
+    for user in ("alice", "=bob"):
+        audit_row(catalog, user)
     rows = audit_log.rows(db, ("id", "ts", "user", "response_ms"), None, None)
     assert [(r["user"], r["response_ms"]) for r in rows] == [("alice", 1.23), ("=bob", 1.23)]
     first, second = rows[0]["ts"], rows[1]["ts"]

@@ -41,7 +41,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("PORT", "CODERAG_PORT"),
         description="Port the server listens on (also `PORT`).",
     )
-    data_dir: Path = Field(Path("data"), description="SQLite database, embedded Chroma, clones.")
+    data_dir: Path = Field(
+        Path("data"),
+        description="SQLite database (unless `CODERAG_DATABASE_URL` names one), embedded Chroma, "
+        "clones.",
+    )
     database_url: str | None = Field(
         None,
         description="The database of the catalog, audit log and sessions, e.g. "

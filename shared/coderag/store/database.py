@@ -38,8 +38,14 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
+
+# both dialects imported now, not by the first engine, maybe on a thread (see _migrated)
+import sqlalchemy.dialects.postgresql.psycopg
+import sqlalchemy.dialects.sqlite.pysqlite
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
+
+from coderag.store.migrate import upgrade
 
 T = TypeVar("T")
 
@@ -203,15 +209,15 @@ class Database:
             self.engine = _sqlite_engine(self.url)
         else:
             self.engine = sa.create_engine(self.url, pool_pre_ping=True, **POOL)
+        self._closed = False
         self._start_writer()
         _open.add(self)
-        # a cycle-free import: migrate imports this module's types only
-        from coderag.store.migrate import upgrade
-
-        self.write(lambda tx: upgrade(tx.connection))
+        key = self.url.render_as_string(hide_password=False)
+        if key not in _migrated:
+            self.write(lambda tx: upgrade(tx.connection))
+            _migrated.add(key)
 
     def _start_writer(self) -> None:
-        self._pid = os.getpid()
         self._jobs: queue.Queue[object] = queue.Queue()
         self._writer = threading.Thread(target=self._run_writer, name="db-writer", daemon=True)
         self._writer.start()
@@ -245,8 +251,6 @@ class Database:
     def write(self, fn: Callable[[Tx], T]) -> T:
         """Run ``fn`` in one transaction on the writer thread and return its result; committed
         before the caller is woken, so its next read sees the write."""
-        if self._pid != os.getpid():  # a forked child's first write: the thread is not here
-            self._start_writer()
         fut: Future[T] = Future()
         self._jobs.put((fn, fut))
         return fut.result()
@@ -263,7 +267,8 @@ class Database:
 
     def close(self) -> None:
         """Stop the writer thread after queued writes finish and close the connections."""
-        if self._pid == os.getpid() and self._writer.is_alive():
+        self._closed = True
+        if self._writer.is_alive():
             self._jobs.put(_STOP)
             self._writer.join()
         self.engine.dispose()
@@ -271,12 +276,20 @@ class Database:
 
 _open: weakref.WeakSet[Database] = weakref.WeakSet()
 
+_migrated: set[str] = set()
+"""Databases this process has migrated: another ``Database`` on one of them (a worker's healing
+thread opens its own) skips Alembic. Everything a migration imports is imported with this module:
+an import left to a background thread while the main thread forks an rq work horse leaves the
+module's import lock held in the child, whose next import of it hangs for ever."""
+
 
 def _after_fork() -> None:
     """In a forked child (an rq work horse) the parent's pooled connections are not ours to use
-    or close: forget them (the writer thread, absent here, starts on the first write)."""
+    or close: forget them; the parent's writer thread does not exist here: start one."""
     for db in list(_open):
-        db.engine.dispose(close=False)
+        if not db._closed:
+            db.engine.dispose(close=False)
+            db._start_writer()
 
 
 os.register_at_fork(after_in_child=_after_fork)

@@ -124,40 +124,23 @@ sa.Table(
     sa.Index("calls_caller", "caller_id"),
     sa.Index("calls_file", "repo", "file"),
 )
-sa.Table(
-    "file_history",
-    _meta,
-    _col("repo", primary_key=True),
-    _col("file", primary_key=True),
-    _col("commits", sa.Integer),
-)
-sa.Table(
-    "clusters",
-    _meta,
-    _col("repo", primary_key=True),
-    _col("unit_id", primary_key=True),
-    _col("label", sa.Integer),
-)
+
+
+def _keyed(name: str, keys: tuple[str, str], value: sa.Column) -> sa.Table:
+    """A table of one value under a two-column text key."""
+    return sa.Table(name, _meta, *(_col(k, primary_key=True) for k in keys), value)
+
+
+_keyed("file_history", ("repo", "file"), _col("commits", sa.Integer))
+_keyed("clusters", ("repo", "unit_id"), _col("label", sa.Integer))
 sa.Table(
     "imports",
     _meta,
     *(_col(c) for c in ("repo", "file", "module")),
     sa.Index("imports_file", "repo", "file"),
 )
-sa.Table(
-    "skipped_files",
-    _meta,
-    _col("repo", primary_key=True),
-    _col("file", primary_key=True),
-    _col("reason"),
-)
-sa.Table(
-    "embed_cache",
-    _meta,
-    _col("model", primary_key=True),
-    _col("content_hash", primary_key=True),
-    _col("vector", sa.LargeBinary),
-)
+_keyed("skipped_files", ("repo", "file"), _col("reason"))
+_keyed("embed_cache", ("model", "content_hash"), _col("vector", sa.LargeBinary))
 sa.Table(
     "audit",
     _meta,
@@ -182,13 +165,7 @@ sa.Table(
     sqlite_autoincrement=True,
 )
 sa.Table("session_owners", _meta, _col("session_id", primary_key=True), _col("user"))
-sa.Table(
-    "webhook_deliveries",
-    _meta,
-    _col("provider", primary_key=True),
-    _col("delivery", primary_key=True),
-    _col("received_at"),
-)
+_keyed("webhook_deliveries", ("provider", "delivery"), _col("received_at"))
 
 
 def upgrade() -> None:
