@@ -55,7 +55,14 @@ class Postgres:
         temporary folder; durability is traded for speed (fsync off)."""
         if os.geteuid() == 0:
             shutil.chown(self.root, USER)
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        base = ("-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        try:
+            # a language-aware default collation, as most servers have ("a" < "B" < "b"), so the
+            # tests see where PostgreSQL's order differs from SQLite's byte order
+            self._run("initdb", *base, "--locale-provider=icu", "--icu-locale=en-US")
+        except RuntimeError:  # before PostgreSQL 15, or built without ICU
+            shutil.rmtree(self.data, ignore_errors=True)
+            self._run("initdb", *base)
         options = (
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
