@@ -199,7 +199,8 @@ def _sqlite_engine(url: sa.URL) -> Engine:
 
 
 class Database:
-    """A SQLite file or a PostgreSQL database: pooled reads, writes serialized one at a time."""
+    """A SQLite file (a ``Path``) or a database URL (``postgresql://...``): pooled reads, writes
+    serialized one at a time; SQL text takes named parameters (``:name``) given as a mapping."""
 
     def __init__(self, target: Path | str) -> None:
         self.url = url_of(target)
