@@ -139,6 +139,7 @@ ADDED_COLUMNS = (
     ("repos", "searchable_at", "TEXT"),
     ("files", "blamed", "INTEGER NOT NULL DEFAULT 1"),
     ("repos", "vectors_mark", "TEXT"),
+    ("repos", "ref_of", "TEXT"),
 )
 """Columns added after the first release: (table, column, declaration), added to older files."""
 
