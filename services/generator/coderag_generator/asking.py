@@ -123,12 +123,12 @@ async def ask(
     settings, catalog = asker.settings, asker.catalog
     try:
         query = require_query(request.query, settings)
-        repo = await run_in_threadpool(refs.resolve, catalog, request.repo, request.ref)
         session = None
         if request.session_id is not None:
             session = conversation.check_session_id(request.session_id)
         if session:
             await run_in_threadpool(conversation.claim, catalog.db, session, asker.user)
+        repo = await run_in_threadpool(refs.resolve, catalog, request.repo, request.ref)
         turns = (
             await run_in_threadpool(conversation.recent, catalog.db, session, repo)
             if session
