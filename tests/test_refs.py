@@ -11,12 +11,14 @@ import git
 import pytest
 from fastapi.testclient import TestClient
 
+from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag.store.refs import ref_key
 from coderag_embedder.encoder import get_encoders
 from coderag_parser import tasks
 from tests.conftest import FIXTURES, commit_all, wait_ready
 from tests.test_incremental import snapshot
+from tests.test_webhooks import SECRET, github_push, make_remote, push_payload
 
 FEATURE_ONLY = '''
 def reconcile_ledger_entries(entries):
@@ -159,7 +161,9 @@ def test_a_ref_reads_only_what_differs_and_equals_a_full_index(
         assert _search(client, "order service create")
 
 
-def test_refs_at_registration_tags_and_bad_input(tmp_path: Path) -> None:
+def test_refs_at_registration_tags_and_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from coderag_app.server import create_app
 
     root = tmp_path / "proj"
@@ -170,9 +174,16 @@ def test_refs_at_registration_tags_and_bad_input(tmp_path: Path) -> None:
         assert bad.status_code == 400 and "nope" in bad.json()["detail"]
         assert client.get("/repos").json() == []  # nothing half-registered
 
+        parsed = _parsed_paths(monkeypatch)
         body = {"name": "proj", "path": str(root), "refs": ["v1", "feature"]}
         assert client.post("/repos", json=body).status_code == 202
+        waiting = client.get("/repos/proj/refs/feature").json()
+        assert waiting["status"] == "queued" and "waiting" in waiting["progress"]
         _ref_state(client, "proj", "feature")
+        # the refs waited for the repository's index and forked from it: the tag is its commit
+        # (nothing read), the branch read its changed and added files
+        main_files = client.get("/repos/proj").json()["files"]
+        assert len(parsed) == main_files + 2
         tag = _ref_state(client, "proj", "v1")
         assert tag["commit"] == git.Repo(root).tags["v1"].commit.hexsha
         assert "reconcile_ledger_entries" not in _search(client, "reconcile ledger entries", "v1")
@@ -191,3 +202,42 @@ def test_refs_at_registration_tags_and_bad_input(tmp_path: Path) -> None:
         assert not get_catalog().db.read("SELECT name FROM repos")
         assert not any((data / "repos" / k).exists() for k in keys)
         assert not get_catalog().db.read("SELECT 1 FROM units")
+
+
+def test_a_push_to_a_ref_updates_that_ref_incrementally(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coderag_app.server import create_app
+
+    monkeypatch.setenv("CODERAG_URL_SCHEMES", "https,file")  # the 'remote' is a local bare repo
+    monkeypatch.setenv("CODERAG_WEBHOOK_SECRET", SECRET)
+    get_settings.cache_clear()
+    work, url = make_remote(tmp_path)
+    work.git.checkout("-b", "release")
+    work.git.push("origin", "release")
+    work.git.checkout("main")
+    with TestClient(create_app()) as client:
+        body = {"name": "shop", "url": url, "branch": "main", "refs": ["release"]}
+        assert client.post("/repos", json=body).status_code == 202
+        _ref_state(client, "shop", "release")
+        parsed = _parsed_paths(monkeypatch)
+
+        work.git.checkout("release")
+        (Path(work.working_dir) / "refunds.py").write_text(
+            'def refund_payment(payment_id: str) -> bool:\n    """Refund a payment."""\n'
+            "    return True\n"
+        )
+        sha = commit_all(work, "refund")
+        work.git.push("origin", "release")
+        status, out, _ = github_push(client, push_payload(url, "release", sha))
+        assert status == 202 and out["repos"] == [ref_key("shop", "release")], out
+
+        assert _ref_state(client, "shop", "release")["commit"] == sha
+        assert parsed == ["refunds.py"]  # incremental: the one file the push added
+        found = client.post(
+            "/search", json={"query": "refund payment", "repo": "shop", "ref": "release"}
+        ).json()["results"]
+        assert found[0]["symbol"] == "refund_payment"
+        default = client.post("/search", json={"query": "refund payment", "repo": "shop"})
+        assert "refund_payment" not in [h["symbol"] for h in default.json()["results"]]
+        assert client.get("/repos/shop").json()["commit"] != sha  # main did not move

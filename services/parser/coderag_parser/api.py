@@ -56,9 +56,9 @@ def create_repo(
     others = branches.check_refs(body.refs, branch, path)
     repo = catalog.create_repo(name, path, url, branch)
     try:
+        for ref in others:  # queued when the repository's index completes, to fork from it
+            refs.add(catalog, name, ref)
         enqueue(IndexRepo(repo=repo.name))
-        for ref in others:  # queued after the repository: its embeddings fill the cache first
-            enqueue(IndexRepo(repo=refs.add(catalog, name, ref).name))
     except Unavailable:
         # nothing half-registered: the same POST works later
         branches.remove(catalog, settings, name)

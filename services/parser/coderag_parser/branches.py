@@ -87,7 +87,10 @@ def add_ref(
         raise InvalidInput(f"repository {name!r} already indexes {MAX_REFS} refs; delete one")
     state = refs.add(catalog, name, ref)
     try:
-        enqueue(IndexRepo(repo=state.name))
+        # read after the insert: a chain completing now either sees the new row and queues
+        # it, or completed before this read, which then queues it
+        if not refs.indexing(catalog.get_repo(name)):
+            enqueue(IndexRepo(repo=state.name))
     except Unavailable:
         remove(catalog, settings, state.name)
         raise

@@ -48,14 +48,15 @@ def add(catalog: Catalog, name: str, ref: str) -> RepoOut:
     if repo.branch == ref:
         raise Conflict(f"{ref!r} is the branch repository {name!r} indexes; search it without ref")
     key = ref_key(name, ref)
+    progress = f"waiting for {name!r} to finish indexing" if indexing(repo) else None
 
     def insert(conn: sqlite3.Connection) -> None:
         if conn.execute("SELECT 1 FROM repos WHERE name=?", (key,)).fetchone():
             raise Conflict(f"ref {ref!r} of {name!r} is already registered")
         conn.execute(
-            "INSERT INTO repos (name, path, url, branch, status, uid, ref_of) "
-            "VALUES (?,?,?,?, 'queued', ?, ?)",
-            (key, repo.path, repo.url, ref, uuid.uuid4().hex, name),
+            "INSERT INTO repos (name, path, url, branch, status, uid, ref_of, progress) "
+            "VALUES (?,?,?,?, 'queued', ?, ?, ?)",
+            (key, repo.path, repo.url, ref, uuid.uuid4().hex, name, progress),
         )
 
     catalog.db.write(insert)
@@ -66,6 +67,38 @@ def of(catalog: Catalog, name: str) -> list[RepoOut]:
     """The refs registered for repository ``name``, by ref."""
     rows = catalog.db.read("SELECT name FROM repos WHERE ref_of=? ORDER BY branch", (name,))
     return [catalog.get_repo(r["name"]) for r in rows]
+
+
+def indexing(repo: RepoOut) -> bool:
+    """Whether a repository's index is still being written (queued, parsing or owing vectors)."""
+    return repo.status in ("queued", "indexing") or (repo.status == "ready" and not repo.complete)
+
+
+def waiting_on(catalog: Catalog, name: str) -> list[str]:
+    """Keys of repository ``name``'s refs never indexed and not started: they wait for its
+    index to complete, to fork from it."""
+    rows = catalog.db.read(
+        "SELECT name FROM repos WHERE ref_of=? AND commit_sha IS NULL AND status='queued' "
+        "AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < ?)",
+        (name, time.time()),
+    )
+    return [r["name"] for r in rows]
+
+
+def waiting(catalog: Catalog) -> set[str]:
+    """Keys of every ref waiting for its repository's index (healing must not start them)."""
+    rows = catalog.db.read(
+        "SELECT r.name, r.ref_of FROM repos r WHERE r.ref_of IS NOT NULL "
+        "AND r.commit_sha IS NULL AND r.status='queued'"
+    )
+    out = set()
+    for r in rows:
+        try:
+            if indexing(catalog.get_repo(r["ref_of"])):
+                out.add(r["name"])
+        except NotFound:
+            continue
+    return out
 
 
 def resolve(catalog: Catalog, name: str, ref: str | None) -> str:
