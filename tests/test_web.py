@@ -10,8 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import git
+import httpx
 import pytest
 
+from tests.conftest import commit_all
 from tests.liveserver import ROOT, live_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -180,3 +183,129 @@ def test_register_search_open_ask_cite(
 
     with capsys.disabled():
         print("\nweb page figures:", json.dumps({k: round(v, 1) for k, v in figures.items()}))
+
+
+LEDGER = '''"""Books of the shop."""
+
+
+def post_payment(book, amount):
+    """Record a payment in the book."""
+    book.append(amount)
+    return book
+'''
+FEATURE_ONLY = '''
+
+def reconcile_ledger_entries(entries):
+    """Match every debit with its credit before the books close."""
+    matched = [e for e in entries if e.get("matched")]
+    return matched
+'''
+
+
+def _search_in_page(driver, query: str) -> list[str]:
+    """Submit ``query`` in the search box; the symbols of the hits once the answer is shown."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.execute_script("document.getElementById('search-msg').textContent = ''")
+    box = driver.find_element(By.ID, "q")
+    box.clear()
+    box.send_keys(query, Keys.ENTER)
+    WebDriverWait(driver, 60).until(
+        lambda d: d.find_element(By.ID, "search-msg").text not in ("", "…")
+    )
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".hit .symbol")]
+
+
+def test_ref_picker_searches_and_opens_a_branch(browser, tmp_path: Path, data_dir: Path) -> None:
+    """A branch indexed as a ref: picked beside the repository, it is what search and the file
+    view read (and the URL keeps it); the repository's own branch does not hold its function."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    root = tmp_path / "books"
+    (root / "books").mkdir(parents=True)
+    (root / "books" / "ledger.py").write_text(LEDGER)
+    repo = git.Repo.init(root, initial_branch="main")
+    commit_all(repo, "main")
+    repo.git.checkout("-b", "feature")
+    (root / "books" / "ledger.py").write_text(LEDGER + FEATURE_ONLY)
+    commit_all(repo, "feature")
+    repo.git.checkout("main")
+    query, wanted = "reconcile ledger entries", "reconcile_ledger_entries"
+
+    with live_server(data_dir) as base:
+        resp = httpx.post(base + "/repos", json={"name": "books", "path": str(root)})
+        assert resp.status_code == 202, resp.text
+        deadline = time.monotonic() + 600
+        while not (body := httpx.get(base + "/repos/books").json())["complete"]:
+            assert body["status"] != "error" and time.monotonic() < deadline, body
+            time.sleep(0.5)
+        resp = httpx.post(base + "/repos/books/refs", json={"ref": "feature"})
+        assert resp.status_code == 202, resp.text
+
+        browser.get(base + "/?repo=books")
+        # the picker follows the ref's indexing until it is ready
+        WebDriverWait(browser, 600, poll_frequency=1).until(
+            lambda d: d.find_elements(
+                By.CSS_SELECTOR, "#ref-select option[value=feature][data-status=ready]"
+            )
+        )
+        assert "feature" in browser.find_element(By.CSS_SELECTOR, "tr[data-repo=books] .refs").text
+        picker = Select(browser.find_element(By.ID, "ref-select"))
+        assert picker.first_selected_option.get_attribute("value") == ""
+        assert picker.first_selected_option.text == "default branch"
+
+        picker.select_by_value("feature")
+        assert wanted in _search_in_page(browser, query)
+        assert parse_qs(urlparse(browser.current_url).query) == {
+            "repo": ["books"],
+            "ref": ["feature"],
+            "q": [query],
+        }
+        hit = next(
+            h
+            for h in browser.find_elements(By.CSS_SELECTOR, ".hit")
+            if h.find_element(By.CSS_SELECTOR, ".symbol").text == wanted
+        )
+        # the snippet is read at the ref (the default branch has no such lines)
+        WebDriverWait(browser, 30).until(lambda d: "def reconcile_ledger_entries" in hit.text)
+
+        hit.find_element(By.CSS_SELECTOR, ".file-link").click()
+        _wait(browser, "#file-view[open] .ln.mark")
+        marked = browser.find_elements(By.CSS_SELECTOR, "#file-code .ln.mark")
+        assert "def reconcile_ledger_entries" in marked[0].text
+        assert "books@feature: books/ledger.py" in browser.find_element(By.ID, "file-title").text
+        opened = browser.current_url
+        assert parse_qs(urlparse(opened).query)["ref"] == ["feature"]
+
+        # the shared link opens the same file at the same ref in a fresh page
+        browser.get(opened)
+        _wait(browser, "#file-view[open] .ln.mark")
+        assert "def reconcile_ledger_entries" in browser.find_element(By.ID, "file-code").text
+        picker = Select(browser.find_element(By.ID, "ref-select"))
+        assert picker.first_selected_option.get_attribute("value") == "feature"
+        browser.find_element(By.ID, "file-close").click()
+
+        # asked at the ref, the answer cites the function and its citation opens at the ref
+        browser.find_element(By.ID, "question").send_keys(
+            "where are ledger entries reconciled?", Keys.CONTROL, Keys.ENTER
+        )
+        _wait(browser, ".turn .stage-done", timeout=120)
+        assert wanted in browser.find_element(By.CSS_SELECTOR, ".stage-retrieval ol").text
+        cited = browser.find_elements(By.CSS_SELECTOR, ".turn .answer .file-link")
+        assert cited, browser.find_element(By.CSS_SELECTOR, ".turn .answer").text
+        assert parse_qs(urlparse(cited[0].get_attribute("href")).query)["ref"] == ["feature"]
+        cited[0].click()
+        _wait(browser, "#file-view[open] .ln.mark")
+        assert "books@feature" in browser.find_element(By.ID, "file-title").text
+        marked = browser.find_elements(By.CSS_SELECTOR, "#file-code .ln.mark")
+        assert any("def reconcile_ledger_entries" in m.text for m in marked)
+        browser.find_element(By.ID, "file-close").click()
+
+        # back on the repository's own branch the function is not there
+        picker.select_by_value("")
+        assert wanted not in _search_in_page(browser, query)
+        assert "ref" not in parse_qs(urlparse(browser.current_url).query)

@@ -123,8 +123,10 @@ def test_events_other_than_push(parser_client: TestClient, secret: str) -> None:
     assert (status, body) == (202, {"status": "pong"})
     status, body, _ = github_push(parser_client, {}, event="issues")
     assert status == 202 and body["status"] == "ignored"
-    status, body, _ = github_push(parser_client, {"ref": "refs/tags/v1"})
+    status, body, _ = github_push(parser_client, {"ref": "refs/pull/1/head"})
     assert status == 202 and body["status"] == "ignored" and "not a branch" in body["reason"]
+    status, body, _ = github_push(parser_client, {"ref": "refs/tags/v1"})  # no ref registers it
+    assert status == 202 and body["status"] == "ignored" and "no registered" in body["reason"]
     status, body, _ = github_push(parser_client, [1, 2])  # type: ignore[arg-type]
     assert status == 400 and "JSON object" in body["detail"]
 

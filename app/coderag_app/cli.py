@@ -313,6 +313,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # imported here so that `coderag --help` and every other command start fast
     from coderag.deps import require_searchable
     from coderag.errors import InvalidInput
+    from coderag.file_ranges import repo_root
     from coderag.store import get_catalog
     from coderag_retriever.selfscore import evaluate, render
 
@@ -322,8 +323,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     catalog = get_catalog()
     require_searchable(catalog, args.name)
     _embed_in_process()  # commit questions run the whole search
-    repo = catalog.get_repo(args.name)
-    root = Path(repo.path) if repo.path else settings.data_dir / "repos" / args.name
+    root = repo_root(catalog, settings, args.name)
     report = evaluate(args.name, root if root.is_dir() else None, args.limit, settings)
     if args.json:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))

@@ -121,17 +121,22 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
 
     @mcp.tool()
     async def list_repos(ctx: Context) -> list[dict[str, Any]]:
-        """Indexed repositories with status, files, units and last commit."""
+        """Indexed repositories with status, files, units, last commit and the other branches
+        and tags indexed (search_code and ask take one as ``ref``)."""
         repos = await tools.call(ctx, "list_repos", "", "", "GET", "/repos")
         keys = ("name", "status", "files", "units", "skipped", "commit", "indexed_at", "progress")
-        return [{k: r.get(k) for k in keys} for r in repos]
+        return [
+            {**{k: r.get(k) for k in keys}, "refs": [x["ref"] for x in r.get("refs") or []]}
+            for r in repos
+        ]
 
     @mcp.tool()
     async def search_code(
-        query: str, repo: str, ctx: Context, top_k: int = 10
+        query: str, repo: str, ctx: Context, top_k: int = 10, ref: str | None = None
     ) -> list[dict[str, Any]]:
         """Best functions, methods and classes for a query (English or Chinese), each naming its
-        FILE:start-end range, symbol, kind and language."""
+        FILE:start-end range, symbol, kind and language; ``ref`` searches another indexed branch
+        or tag."""
         body = await tools.call(
             ctx,
             "search_code",
@@ -139,7 +144,7 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
             query,
             "POST",
             "/search",
-            json={"query": query, "repo": repo, "top_k": top_k},
+            json={"query": query, "repo": repo, "top_k": top_k, "ref": ref},
         )
         keys = (
             "file",
@@ -157,11 +162,12 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
 
     @mcp.tool()
     async def ask(
-        query: str, repo: str, ctx: Context, session_id: str | None = None
+        query: str, repo: str, ctx: Context, session_id: str | None = None, ref: str | None = None
     ) -> dict[str, Any]:
         """Answer a question about the repository with checked FILE:start-end citations, or refuse
-        when the indexed code does not contain it; reuse session_id for follow-up questions."""
-        payload = {"query": query, "repo": repo, "session_id": session_id}
+        when the indexed code does not contain it; reuse session_id for follow-up questions;
+        ``ref`` asks about another indexed branch or tag."""
+        payload = {"query": query, "repo": repo, "session_id": session_id, "ref": ref}
         body = await tools.call(ctx, "ask", repo, query, "POST", "/ask", json=payload)
         keys = ("answer", "citations", "refused", "reason", "session_id", "took_ms")
         return {k: body.get(k) for k in keys}

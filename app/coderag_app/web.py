@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 
-from coderag.deps import CatalogDep, SettingsDep, UserDep
+from coderag.deps import CatalogDep, RepoKeyDep, SettingsDep, UserDep
 from coderag.errors import NotFound
 from coderag.file_ranges import FileRange, read_range
 from coderag.responses import errors
@@ -42,7 +42,7 @@ def asset(name: str) -> FileResponse:
 
 @router.get("/repos/{name}/file", responses=errors(400, 404, 409, 503))
 def file_range(
-    name: str,
+    name: RepoKeyDep,
     catalog: CatalogDep,
     settings: SettingsDep,
     _user: UserDep,

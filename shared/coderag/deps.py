@@ -5,13 +5,13 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, Header, Path
+from fastapi import Depends, Header, Path, Query
 
 from coderag.auth import Principal
 from coderag.errors import Conflict, Forbidden, InvalidInput, Unauthorized
 from coderag.schemas import REPO_NAME_PATTERN, check_repo_name
 from coderag.settings import Settings, get_settings
-from coderag.store import Catalog, get_catalog
+from coderag.store import Catalog, get_catalog, refs
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 """The settings of this request."""
@@ -119,3 +119,22 @@ def repo_name_param(
 
 RepoNameDep = Annotated[str, Depends(repo_name_param)]
 """A repository name from the URL path, 400 when it could never be registered."""
+
+
+def repo_key_param(
+    name: RepoNameDep,
+    catalog: CatalogDep,
+    ref: Annotated[
+        str | None,
+        Query(
+            max_length=255,
+            description="A branch or tag registered for the repository; default: its own branch.",
+        ),
+    ] = None,
+) -> str:
+    """The repository, or its ref named by the ``ref`` query parameter (404 if not registered)."""
+    return refs.resolve(catalog, name, ref)
+
+
+RepoKeyDep = Annotated[str, Depends(repo_key_param)]
+"""What a read of ``/repos/{name}/...`` reads: the repository or the ``ref`` asked for."""

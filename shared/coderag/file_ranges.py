@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from coderag.errors import InvalidInput, NotFound
+from coderag.schemas import RepoOut
 from coderag.settings import Settings
 from coderag.store import Catalog
 
@@ -31,10 +32,17 @@ class FileRange(BaseModel):
     local_path: str | None = None
 
 
+def work_tree(state: RepoOut, data_dir: Path) -> Path:
+    """Where a repository's files are read: its local path, or its clone (a ref always has a
+    clone of its own, checked out at the ref)."""
+    if state.path and not state.ref_of:
+        return Path(state.path)
+    return data_dir / CLONES_DIR / state.name
+
+
 def repo_root(catalog: Catalog, settings: Settings, repo: str) -> Path:
     """The directory a repository was indexed from (its path, or its clone)."""
-    state = catalog.get_repo(repo)
-    return Path(state.path) if state.path else settings.data_dir / CLONES_DIR / repo
+    return work_tree(catalog.get_repo(repo), settings.data_dir)
 
 
 def read_range(

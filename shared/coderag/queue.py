@@ -29,7 +29,7 @@ from redis.exceptions import RedisError
 from coderag.errors import Unavailable
 from coderag.jobs import IndexRepo, Job, handler, job_type
 from coderag.settings import Settings, get_settings
-from coderag.store import Catalog, chain_rows
+from coderag.store import Catalog, chain_rows, refs
 from coderag.store.database import Database
 
 log = logging.getLogger(__name__)
@@ -266,9 +266,12 @@ def heal(catalog: Catalog, settings: Settings, startup: bool = False) -> list[st
 
 def _heal(catalog: Catalog, settings: Settings, startup: bool) -> list[str]:
     rows = chain_rows.unfinished(catalog.db, IN_PROGRESS)
+    waiting = refs.waiting(catalog)  # their repository's chain queues them when it completes
     healed = []
     for row in rows:
         name = row["name"]
+        if name in waiting:
+            continue
         alive = _alive(name, row["lease_until"], settings, startup)
         if alive or not _first_healer(name, settings):
             continue

@@ -37,6 +37,9 @@ BRANCH_PATTERN = (
 )
 """Branch names ``git check-ref-format --branch`` accepts."""
 
+MAX_REFS = 64
+"""Refs one repository may index beside its own branch."""
+
 SESSION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 """Session ids: 1-128 letters, digits, '.', '_' or '-'."""
 
@@ -52,6 +55,12 @@ def check_repo_name(name: str) -> str:
             "starting and ending with a letter or digit, without '..'"
         )
     return name
+
+
+def unit_id(repo: str, file: str, start_line: int, end_line: int, symbol: str) -> str:
+    """The id of the unit of ``repo`` (a repository or ref key) at ``file:start-end``."""
+    raw = f"{repo}\0{file}\0{start_line}\0{end_line}\0{symbol}"
+    return hashlib.sha1(raw.encode()).hexdigest()[:20]
 
 
 class Unit(BaseModel):
@@ -76,8 +85,7 @@ class Unit(BaseModel):
     @property
     def id(self) -> str:
         """Stable identity of the unit across reindexing."""
-        raw = f"{self.repo}\0{self.file}\0{self.start_line}\0{self.end_line}\0{self.symbol}"
-        return hashlib.sha1(raw.encode()).hexdigest()[:20]
+        return unit_id(self.repo, self.file, self.start_line, self.end_line, self.symbol)
 
     @property
     def content_hash(self) -> str:
@@ -120,6 +128,12 @@ class RepoCreate(BaseModel):
         None,
         json_schema_extra={"pattern": BRANCH_PATTERN},
         description="A name `git check-ref-format --branch` accepts.",
+    )
+    refs: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_REFS,
+        description=f"Other branches or tags to index beside `branch` (at most {MAX_REFS}); "
+        "each is searched with `ref`, and shares the units it has in common with the others.",
     )
 
     @model_validator(mode="after")
@@ -171,6 +185,40 @@ class RepoOut(BaseModel):
     searchable_at: str | None = Field(
         None, description="When the last index's keyword stage was published."
     )
+    refs: list[RefOut] = Field(
+        default_factory=list,
+        description="Other branches and tags indexed for this repository "
+        "(POST /repos/{name}/refs).",
+    )
+    ref_of: str | None = Field(None, exclude=True)
+    """The repository a ref's row belongs to (internal: never serialized)."""
+
+
+class RefCreate(BaseModel):
+    """Index another branch or tag of a registered repository."""
+
+    ref: str = Field(
+        json_schema_extra={"pattern": BRANCH_PATTERN},
+        description="A branch or tag name `git check-ref-format --branch` accepts.",
+    )
+
+
+class RefOut(BaseModel):
+    """A branch or tag's indexing state (the fields of a repository's state)."""
+
+    ref: str
+    status: RepoStatus
+    commit: str | None = None
+    files: int = 0
+    units: int = 0
+    skipped: int = 0
+    indexed_at: str | None = None
+    error: str | None = None
+    progress: str | None = None
+    complete: bool = False
+    stages: dict[str, StageProgress] = Field(default_factory=dict)
+    eta_s: float | None = None
+    searchable_at: str | None = None
 
 
 class SearchRequest(BaseModel):
@@ -183,6 +231,11 @@ class SearchRequest(BaseModel):
     )
     repo: str
     top_k: int = Field(10, ge=1, description="At most CODERAG_MAX_TOP_K.")
+    ref: str | None = Field(
+        None,
+        description="A branch or tag registered for the repository (POST /repos/{name}/refs); "
+        "default: the branch the repository was registered with.",
+    )
 
 
 class SearchHit(BaseModel):
@@ -269,6 +322,11 @@ class AskRequest(BaseModel):
         description="Not blank; at most CODERAG_MAX_QUERY_CHARS characters.",
     )
     repo: str
+    ref: str | None = Field(
+        None,
+        description="A branch or tag registered for the repository (POST /repos/{name}/refs); "
+        "default: the branch the repository was registered with.",
+    )
     session_id: str | None = Field(
         None,
         json_schema_extra={"pattern": SESSION_ID_PATTERN},
@@ -357,3 +415,6 @@ class HistoryResponse(BaseModel):
     repo: str
     has_history: bool
     ranges: list[RangeHistory]
+
+
+RepoOut.model_rebuild()  # refs: RefOut is defined after it

@@ -35,24 +35,43 @@ function el(tag, attrs = {}, ...children) {
 
 function currentRepo() { return $("#repo-select").value; }
 function repoInfo(name) { return state.repos.find((r) => r.name === name); }
+// "" is the repository's own branch: requests then carry no ref
+function currentRef() { return $("#ref-select").value; }
+const withRef = (ref, fields) => (ref ? { ...fields, ref } : fields);
+// the page URL: repo, ref when one is picked, then the rest (q, or file, start and end)
+const pageUrl = (repo, ref, rest = {}) => "/?" + new URLSearchParams({ repo, ...withRef(ref, {}), ...rest });
+
+// ready but not complete: keyword search works while vectors fill in
+const stateOf = (r) => (r.status === "ready" && r.complete === false ? "filling" : r.status);
+const busy = (r) => ["queued", "indexing", "filling"].includes(stateOf(r));
+
+// The ref picker: the repository's own branch, then each ref with its state when not ready.
+function fillRefs(keep) {
+  const repo = currentRepo(), info = repoInfo(repo), refs = (info && info.refs) || [], select = $("#ref-select");
+  select.replaceChildren(el("option", { value: "" }, (info && info.branch) || t("defaultBranch")),
+    ...refs.map((x) => el("option", { value: x.ref, "data-status": stateOf(x) }, x.ref +
+      (stateOf(x) === "ready" ? "" : ` (${stateOf(x) === "filling" ? t("filling") : x.status}${x.error ? ": " + x.error : ""})`))));
+  select.value = keep && refs.some((x) => x.ref === keep) ? keep : "";
+  state.refsOf = repo;
+}
 
 // ---- repositories ----
 async function loadRepos() {
   try { state.repos = await api("GET", "/repos"); } catch (e) { $("#repo-msg").textContent = t("error", e.message); return; }
   const rows = $("#repo-rows");
   rows.replaceChildren();
-  if (!state.repos.length) rows.append(el("tr", {}, el("td", { colspan: "8" }, t("noRepos"))));
+  if (!state.repos.length) rows.append(el("tr", {}, el("td", { colspan: "9" }, t("noRepos"))));
   for (const r of state.repos) {
     rows.append(el("tr", { "data-repo": r.name },
       el("td", {}, r.name),
-      // ready but not complete: keyword search works while vectors fill in
-      el("td", { class: "status-" + r.status, "data-status": r.status === "ready" && r.complete === false ? "filling" : r.status },
-        r.status + (r.status === "ready" && r.complete === false ? " (vectors…)" : "") + (r.error ? ": " + r.error : "")),
+      el("td", { class: "status-" + r.status, "data-status": stateOf(r) },
+        r.status + (stateOf(r) === "filling" ? ` (${t("filling")})` : "") + (r.error ? ": " + r.error : "")),
       el("td", {}, r.progress || ""),
       el("td", {}, String(r.files)), el("td", {}, String(r.units)),
       el("td", {}, el("button", { type: "button", class: "link skipped", title: t("health"),
         onclick: () => showHealth(r.name) }, String(r.skipped))),
       el("td", { title: r.indexed_at || "" }, (r.commit || "-").slice(0, 10)),
+      el("td", { class: "refs" }, (r.refs || []).map((x) => x.ref).join(", ") || "-"),
       el("td", {},
         el("button", { type: "button", class: "reindex", onclick: () => reindex(r.name) }, t("reindex")), " ",
         el("button", { type: "button", class: "danger delete", onclick: () => removeRepo(r.name) }, t("remove")))));
@@ -60,9 +79,11 @@ async function loadRepos() {
   const select = $("#repo-select"), keep = select.value || new URLSearchParams(location.search).get("repo");
   select.replaceChildren(...state.repos.map((r) => el("option", { value: r.name }, r.name)));
   if (keep && repoInfo(keep)) select.value = keep;
-  const busy = state.repos.some((r) => r.status === "queued" || r.status === "indexing" || r.complete === false && r.status === "ready");
+  // the first load takes the URL's ref; later ones keep the pick while the repository stays
+  fillRefs(state.refsOf === undefined ? new URLSearchParams(location.search).get("ref")
+    : state.refsOf === currentRepo() ? currentRef() : "");
   clearTimeout(state.poll);
-  if (busy) state.poll = setTimeout(loadRepos, 1500);
+  if (state.repos.some((r) => busy(r) || (r.refs || []).some(busy))) state.poll = setTimeout(loadRepos, 1500);
 }
 
 async function showHealth(name) {
@@ -97,42 +118,43 @@ $("#register").addEventListener("submit", async (ev) => {
   catch (e) { $("#repo-msg").textContent = t("error", e.message); }
   await loadRepos();
   $("#repo-select").value = body.name;
+  fillRefs("");
 });
+$("#repo-select").addEventListener("change", () => fillRefs(""));
 
 // ---- search ----
-function fileLink(repo, file, start, end, label) {
-  const params = new URLSearchParams({ repo, file, start, end });
-  return el("a", { href: "/?" + params, class: "file-link", "data-file": file, "data-start": start, "data-end": end,
-    onclick: (ev) => { ev.preventDefault(); openFile(repo, file, start, end); } }, label || `${file}:${start}-${end}`);
+function fileLink(repo, ref, file, start, end, label) {
+  return el("a", { href: pageUrl(repo, ref, { file, start, end }), class: "file-link", "data-file": file, "data-start": start,
+    "data-end": end, onclick: (ev) => { ev.preventDefault(); openFile(repo, ref, file, start, end); } }, label || `${file}:${start}-${end}`);
 }
 
 async function search(q, push = true) {
-  const repo = currentRepo();
+  const repo = currentRepo(), ref = currentRef();
   if (!repo) { $("#search-msg").textContent = t("pickRepo"); return; }
-  if (push) history.pushState(null, "", "/?" + new URLSearchParams({ repo, q }));
+  if (push) history.pushState(null, "", pageUrl(repo, ref, { q }));
   $("#search-msg").textContent = "…";
   const list = $("#results");
   list.replaceChildren();
   let data;
-  try { data = await api("POST", "/search", { query: q, repo, top_k: 10 }); }
+  try { data = await api("POST", "/search", withRef(ref, { query: q, repo, top_k: 10 })); }
   catch (e) { $("#search-msg").textContent = t("error", e.message); return; }
   $("#search-msg").textContent = data.results.length ? t("results", data.results.length, data.took_ms) : t("noResults");
   for (const h of data.results) {
     const pre = el("pre", { class: "code" });
     list.append(el("li", { class: "hit" },
-      el("div", { class: "hit-head" }, fileLink(repo, h.file, h.start_line, h.end_line),
+      el("div", { class: "hit-head" }, fileLink(repo, ref, h.file, h.start_line, h.end_line),
         el("span", { class: "symbol" }, h.symbol),
         el("span", { class: "meta" }, `${h.kind} · ${h.language}` + (h.last_commit ? ` · ${h.last_commit.slice(0, 8)}` : "") +
           (h.last_author ? " · " + t("by", h.last_author) : ""))),
       pre));
-    showSnippet(pre, repo, h);
+    showSnippet(pre, repo, ref, h);
   }
 }
 
-async function showSnippet(pre, repo, h) {
+async function showSnippet(pre, repo, ref, h) {
   const end = Math.min(h.end_line, h.start_line + 14);
   try {
-    const r = await api("GET", `/repos/${encodeURIComponent(repo)}/file?` + new URLSearchParams({ path: h.file, start: h.start_line, end }));
+    const r = await api("GET", `/repos/${encodeURIComponent(repo)}/file?` + new URLSearchParams(withRef(ref, { path: h.file, start: h.start_line, end })));
     renderCode(pre, r.lines, r.start_line, r.language);
   } catch (e) { pre.textContent = e.message; }
 }
@@ -140,18 +162,18 @@ async function showSnippet(pre, repo, h) {
 $("#search-form").addEventListener("submit", (ev) => { ev.preventDefault(); search($("#q").value.trim()); });
 
 // ---- file view ----
-async function openFile(repo, file, start, end, push = true) {
+async function openFile(repo, ref, file, start, end, push = true) {
   start = Number(start); end = Number(end);
-  if (push) history.pushState(null, "", "/?" + new URLSearchParams({ repo, file, start, end }));
-  const dlg = $("#file-view"), pre = $("#file-code");
-  $("#file-title").textContent = `${repo}: ${file}:${start}-${end}`;
+  if (push) history.pushState(null, "", pageUrl(repo, ref, { file, start, end }));
+  const dlg = $("#file-view"), pre = $("#file-code"), where = repo + (ref ? "@" + ref : "");
+  $("#file-title").textContent = `${where}: ${file}:${start}-${end}`;
   pre.textContent = "…";
   if (!dlg.open) dlg.showModal();
   let r;
-  try { r = await api("GET", `/repos/${encodeURIComponent(repo)}/file?` + new URLSearchParams({ path: file })); }
+  try { r = await api("GET", `/repos/${encodeURIComponent(repo)}/file?` + new URLSearchParams(withRef(ref, { path: file }))); }
   catch (e) { pre.textContent = e.message; return; }
   renderCode(pre, r.lines, r.start_line, r.language, start, end);
-  $("#file-title").textContent = `${repo}: ${file}:${start}-${end} (${t("lines", start, end, r.total_lines)})`;
+  $("#file-title").textContent = `${where}: ${file}:${start}-${end} (${t("lines", start, end, r.total_lines)})`;
   const editor = $("#file-editor");
   editor.hidden = !r.local_path;
   if (r.local_path) editor.href = "vscode://file" + encodeURI(r.local_path.startsWith("/") ? r.local_path : "/" + r.local_path) + ":" + start;
@@ -163,20 +185,20 @@ async function openFile(repo, file, start, end, push = true) {
 $("#file-close").addEventListener("click", () => $("#file-view").close());
 $("#file-view").addEventListener("close", () => {
   const p = new URLSearchParams(location.search);
-  if (p.has("file")) history.pushState(null, "", "/?" + new URLSearchParams(p.get("q") ? { repo: p.get("repo"), q: p.get("q") } : { repo: p.get("repo") }));
+  if (p.has("file")) history.pushState(null, "", pageUrl(p.get("repo"), p.get("ref"), p.get("q") ? { q: p.get("q") } : {}));
 });
 
 // ---- chat ----
 const CITATION = /(?:FILE:\s*)?([\w.\/@+-]+\.[\w]+|[\w.\/@+-]+):(\d+)-(\d+)/g;
 
-function renderAnswer(node, text, repo) {
+function renderAnswer(node, text, repo, ref) {
   node.replaceChildren();
   let last = 0;
   for (const m of text.matchAll(CITATION)) {
     node.append(text.slice(last, m.index));
     const info = repoInfo(repo);
-    node.append(fileLink(repo, m[1], m[2], m[3], m[0]));
-    if (info && info.path) {
+    node.append(fileLink(repo, ref, m[1], m[2], m[3], m[0]));
+    if (info && info.path && !ref) {  // the working tree holds the repository's own branch
       const path = info.path.replace(/\/$/, "") + "/" + m[1];
       node.append(" ", el("a", { href: "vscode://file" + encodeURI(path) + ":" + m[2], class: "editor-link", title: t("editor") }, "↗"));
     }
@@ -186,7 +208,7 @@ function renderAnswer(node, text, repo) {
 }
 
 async function ask(question) {
-  const repo = currentRepo();
+  const repo = currentRepo(), ref = currentRef();
   if (!repo) return;
   const stages = el("ul", { class: "stages" }), answer = el("div", { class: "answer" });
   const turn = el("div", { class: "turn" }, el("div", { class: "q" }, question), stages, answer);
@@ -194,7 +216,7 @@ async function ask(question) {
   const stage = (text, cls) => { const li = el("li", { class: cls }, text); stages.append(li); return li; };
   let tokens = 0, tokenLine = null, streamed = "";
   const r = await fetch("/ask", { method: "POST", headers: { ...headers(), Accept: "text/event-stream" },
-    body: JSON.stringify({ query: question, repo, session_id: state.session }) });
+    body: JSON.stringify(withRef(ref, { query: question, repo, session_id: state.session })) });
   if (!r.ok) { const d = await r.json().catch(() => ({})); stage(t("error", d.detail || r.statusText), "error"); return; }
   const reader = r.body.getReader(), decoder = new TextDecoder();
   let buf = "";
@@ -210,7 +232,7 @@ async function ask(question) {
       if (name === "retrieval") {
         const li = stage(t("retrieval", data.results.length), "stage-retrieval");
         const hits = el("ol", {});
-        for (const h of data.results.slice(0, 5)) hits.append(el("li", {}, fileLink(repo, h.file, h.start_line, h.end_line), " " + h.symbol));
+        for (const h of data.results.slice(0, 5)) hits.append(el("li", {}, fileLink(repo, ref, h.file, h.start_line, h.end_line), " " + h.symbol));
         li.append(hits);
       } else if (name === "prompt") stage(t("prompt", data.input_tokens, data.window), "stage-prompt");
       else if (name === "retry") { stage(t("retry"), "stage-retry"); streamed = ""; }
@@ -222,7 +244,7 @@ async function ask(question) {
       } else if (name === "done") {
         stage(t("done", data.took_ms) + (data.refused ? " · " + t("refused") : ""), "stage-done");
         answer.classList.toggle("refused", data.refused);
-        renderAnswer(answer, data.answer, repo);
+        renderAnswer(answer, data.answer, repo, ref);
       } else if (name === "error") stage(t("error", data.detail), "error");
     }
   }
@@ -252,9 +274,9 @@ document.addEventListener("keydown", (ev) => {
 
 async function route() {
   const p = new URLSearchParams(location.search);
-  if (p.get("repo") && repoInfo(p.get("repo"))) $("#repo-select").value = p.get("repo");
+  if (p.get("repo") && repoInfo(p.get("repo"))) { $("#repo-select").value = p.get("repo"); fillRefs(p.get("ref")); }
   if (p.get("q")) { $("#q").value = p.get("q"); await search(p.get("q"), false); }
-  if (p.get("file")) openFile(p.get("repo"), p.get("file"), p.get("start") || 1, p.get("end") || p.get("start") || 1, false);
+  if (p.get("file")) openFile(p.get("repo"), p.get("ref") || "", p.get("file"), p.get("start") || 1, p.get("end") || p.get("start") || 1, false);
   else if ($("#file-view").open) $("#file-view").close();
 }
 window.addEventListener("popstate", route);

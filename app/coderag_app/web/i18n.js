@@ -16,6 +16,7 @@ const TEXT = {
     tokens: "tokens: {0}", done: "done in {0} ms", refused: "refused", retry: "retrying: no valid citation",
     error: "error: {0}", lines: "lines {0}-{1} of {2}", by: "by {0}", health: "health report",
     healthLine: "{0}: skipped {1}; vectors agree with units {2}; index at HEAD {3}",
+    ref: "Branch or tag", refs: "Branches and tags", defaultBranch: "default branch", filling: "vectors…",
   },
   zh: {
     repo: "代码库", token: "API 令牌（如需要）", repos: "代码库", name: "名称",
@@ -32,6 +33,7 @@ const TEXT = {
     tokens: "生成：{0} 个片段", done: "完成，用时 {0} 毫秒", refused: "已拒答", retry: "重试：引用无效",
     error: "错误：{0}", lines: "第 {0}-{1} 行，共 {2} 行", by: "作者 {0}", health: "健康报告",
     healthLine: "{0}：跳过 {1}；向量与单元一致 {2}；索引为最新提交 {3}",
+    ref: "分支或标签", refs: "分支和标签", defaultBranch: "默认分支", filling: "向量生成中…",
   },
 };
 let LANG = localStorage.getItem("coderag.lang") ||

@@ -20,6 +20,7 @@ from coderag.errors import CoderagError
 from coderag.redact import redact
 from coderag.schemas import AskRequest, Hit
 from coderag.settings import Settings
+from coderag.store import refs
 from coderag.store.catalog import Catalog
 from coderag_generator import chronicle, conversation, window
 from coderag_generator.answer import Event, answer_events
@@ -119,7 +120,7 @@ async def ask(
     while answering is raised, or with ``report_errors`` (a stream, whose status is already
     sent) written to the audit log and yielded as an ``error`` event."""
     start = time.perf_counter()
-    settings, catalog, repo = asker.settings, asker.catalog, request.repo
+    settings, catalog = asker.settings, asker.catalog
     try:
         query = require_query(request.query, settings)
         session = None
@@ -127,6 +128,7 @@ async def ask(
             session = conversation.check_session_id(request.session_id)
         if session:
             await run_in_threadpool(conversation.claim, catalog.db, session, asker.user)
+        repo = await run_in_threadpool(refs.resolve, catalog, request.repo, request.ref)
         turns = (
             await run_in_threadpool(conversation.recent, catalog.db, session, repo)
             if session
@@ -150,7 +152,7 @@ async def ask(
             catalog,
             user=asker.user,
             endpoint="ask",
-            repo=repo,
+            repo=refs.label(request.repo, request.ref),
             query=redact(query)[0],  # a pasted secret stays out of the log
             files=list(dict.fromkeys(h.file for h in hits)),
             input_tokens=done.get("input_tokens", 0),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import threading
 from contextlib import asynccontextmanager
 
@@ -18,8 +17,8 @@ from coderag.queue import enqueue, heal
 from coderag.responses import errors
 from coderag.schemas import RepoCreate, RepoOut, RepoStatus
 from coderag.settings import get_settings
-from coderag.store import get_catalog, get_vectors
-from coderag_parser import origins
+from coderag.store import get_catalog, refs
+from coderag_parser import branches, origins
 from coderag_parser.health import router as health_router
 from coderag_parser.line_history import router as history_router
 from coderag_parser.navigation import router as navigation_router
@@ -54,34 +53,42 @@ def create_repo(
     path = origins.check_path(body.path, settings) if body.path else None
     url = origins.check_url(body.url, settings) if body.url else None
     branch = origins.check_branch(body.branch) if body.branch is not None else None
+    others = branches.check_refs(body.refs, branch, path)
     repo = catalog.create_repo(name, path, url, branch)
     try:
+        for ref in others:  # queued when the repository's index completes, to fork from it
+            refs.add(catalog, name, ref)
         enqueue(IndexRepo(repo=repo.name))
     except Unavailable:
-        catalog.delete_repo(repo.name)  # nothing half-registered: the same POST works later
+        # nothing half-registered: the same POST works later
+        branches.remove(catalog, settings, name)
         raise
     return RepoAccepted(name=repo.name, status=repo.status)
 
 
 @router.get("/repos")
 def list_repos(catalog: CatalogDep, _user: UserDep) -> list[RepoOut]:
-    """Every repository."""
-    return catalog.list_repos()
+    """Every repository, each with its refs."""
+    return [refs.with_refs(catalog, r) for r in catalog.list_repos() if not r.ref_of]
 
 
 @router.get("/repos/{name}", responses=errors(400, 404))
 def get_repo(name: RepoNameDep, catalog: CatalogDep, _user: UserDep) -> RepoOut:
-    """One repository's state."""
-    return catalog.get_repo(name)
+    """One repository's state, with its refs."""
+    return refs.with_refs(catalog, catalog.get_repo(name))
 
 
 @router.post("/repos/{name}/reindex", status_code=202, responses=errors(400, 403, 404, 409, 503))
-def reindex(name: RepoNameDep, catalog: CatalogDep, _user: AdminDep) -> RepoAccepted:
-    """Queue a reindex (admin); only files whose content changed are parsed and embedded again."""
-    repo = catalog.get_repo(name)
+def reindex(
+    name: RepoNameDep, catalog: CatalogDep, _user: AdminDep, ref: str | None = None
+) -> RepoAccepted:
+    """Queue a reindex (admin) of the repository or, with ``ref``, of that branch or tag; only
+    files whose content changed are parsed and embedded again."""
+    key = refs.resolve(catalog, name, ref)
+    repo = catalog.get_repo(key)
     if repo.status == "queued":
         raise Conflict(f"repository {name!r} is already queued")
-    enqueue(IndexRepo(repo=name))
+    enqueue(IndexRepo(repo=key))
     return RepoAccepted(name=name, status=repo.status)
 
 
@@ -89,16 +96,13 @@ def reindex(name: RepoNameDep, catalog: CatalogDep, _user: AdminDep) -> RepoAcce
 def delete_repo(
     name: RepoNameDep, catalog: CatalogDep, settings: SettingsDep, _user: AdminDep
 ) -> Response:
-    """Remove a repository's vectors, units, files and clone (admin)."""
+    """Remove a repository's vectors, units, files and clone, and those of its refs (admin)."""
     catalog.get_repo(name)
-    get_vectors(settings).drop(name)  # first: with Chroma down this is a 503 and nothing is lost
-    catalog.delete_repo(name)
-    clone = settings.data_dir / "repos" / name
-    if clone.is_dir():
-        shutil.rmtree(clone, ignore_errors=True)
+    branches.remove(catalog, settings, name)
     return Response(status_code=204)
 
 
+router.include_router(branches.router)
 router.include_router(webhooks_router)
 router.include_router(navigation_router)
 router.include_router(history_router)

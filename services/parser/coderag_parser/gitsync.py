@@ -22,19 +22,18 @@ CLONES_DIR = "repos"
 
 def checkout(repo: RepoOut, data_dir: Path) -> Path:
     """The directory to index: the local path, or an up-to-date clone of the URL (cloned and
-    fetched with ``gitrun``'s limits and safe configuration)."""
+    fetched with ``gitrun``'s limits and safe configuration), or a ref's clone at the ref."""
     if repo.path:
         root = Path(repo.path)
         if not root.is_dir():
             raise InvalidInput(f"path {repo.path!r} is not a directory")
+        if repo.ref_of:
+            return _ref_checkout(repo, root, data_dir)
         return root
     assert repo.url
-    settings = get_settings()
-    limits = {
-        "kinds": [k.strip() for k in settings.url_schemes.split(",")],
-        "timeout": settings.git_timeout,
-        "max_bytes": settings.max_clone_bytes,
-    }
+    if repo.ref_of:
+        return _ref_checkout(repo, repo.url, data_dir)
+    limits = _limits()
     dest = data_dir / CLONES_DIR / repo.name
     if (dest / ".git").is_dir():
         gitrun.run_limited(["fetch", "--prune", "origin"], cwd=dest, watch=dest, **limits)
@@ -52,6 +51,51 @@ def checkout(repo: RepoOut, data_dir: Path) -> Path:
         shutil.rmtree(dest, ignore_errors=True)
         raise
     return dest
+
+
+def _limits() -> dict:
+    """``gitrun.run_limited``'s limits from the settings."""
+    settings = get_settings()
+    return {
+        "kinds": [k.strip() for k in settings.url_schemes.split(",")],
+        "timeout": settings.git_timeout,
+        "max_bytes": settings.max_clone_bytes,
+    }
+
+
+def _ref_checkout(repo: RepoOut, source: Path | str, data_dir: Path) -> Path:
+    """A ref's own clone of ``source`` (the repository's local path or URL), fetched and checked
+    out detached at the ref: the branch of that name, else the tag; InvalidInput when the source
+    has neither."""
+    dest = data_dir / CLONES_DIR / repo.name
+    ref = repo.branch or ""
+    limits, shared = _limits(), []
+    if isinstance(source, Path):
+        # a local repository: its objects are borrowed (alternates), not copied, and the URL
+        # rules, which are about remotes, do not apply
+        limits, shared, source = {**limits, "kinds": ["file"]}, ["--shared"], str(source)
+    if not (dest / ".git").is_dir():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        args = ["clone", "--no-recurse-submodules", "--no-checkout", *shared, "--", source]
+        args.append(str(dest))
+        try:
+            gitrun.run_limited(args, cwd=dest.parent, watch=dest, **limits)
+        except InvalidInput:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+    else:
+        fetch = ["fetch", "--prune", "--tags", "--force", "origin"]
+        gitrun.run_limited(fetch, cwd=dest, watch=dest, **limits)
+    clone = open_repo(dest)
+    for target in (f"refs/remotes/origin/{ref}", f"refs/tags/{ref}"):
+        try:
+            clone.git.rev_parse("--verify", "--quiet", f"{target}^{{commit}}")
+        except git.GitCommandError:
+            continue
+        clone.git.checkout("--detach", "--force", target)
+        clone.git.clean("-fdx")
+        return dest
+    raise InvalidInput(f"{repo.ref_of!r} has no branch or tag named {ref!r}")
 
 
 def open_repo(root: Path, search_parent_directories: bool = False) -> git.Repo:

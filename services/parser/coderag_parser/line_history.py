@@ -14,10 +14,10 @@ from fastapi import APIRouter
 
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.errors import InvalidInput
+from coderag.file_ranges import work_tree
 from coderag.responses import errors
 from coderag.schemas import HistoryRequest, HistoryResponse, RangeHistory
 from coderag_parser import gitsync
-from coderag_parser.gitsync import CLONES_DIR
 
 MAX_LOG = 20
 """Most commits reported per range."""
@@ -139,7 +139,7 @@ def history(
     """Last commit of each range and, with ``log``, the commits that changed it in the window."""
     repo = catalog.get_repo(name)
     since, until = _when(body.since, "since"), _when(body.until, "until")
-    root = Path(repo.path) if repo.path else settings.data_dir / CLONES_DIR / name
+    root = work_tree(repo, settings.data_dir)
     if not has_history(root):
         return HistoryResponse(repo=name, has_history=False, ranges=[])
     out = []

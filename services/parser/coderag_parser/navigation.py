@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from coderag.deps import CatalogDep, RepoNameDep, UserDep
+from coderag.deps import CatalogDep, RepoKeyDep, UserDep
 from coderag.errors import NotFound
 from coderag.responses import errors
 from coderag.store import symbols as symbol_table
@@ -18,7 +18,7 @@ router = APIRouter(tags=["symbols"])
 
 @router.get("/repos/{name}/symbols", responses=errors(400, 404))
 def symbols(
-    name: RepoNameDep,
+    name: RepoKeyDep,
     catalog: CatalogDep,
     _user: UserDep,
     q: str = Query("", max_length=200, description="name prefix (case-insensitive)"),
@@ -26,7 +26,6 @@ def symbols(
     limit: int = Query(50, ge=1, le=MAX_SYMBOLS),
 ) -> list[dict]:
     """Definitions whose name starts with ``q``, with call-site counts and test coverage."""
-    catalog.get_repo(name)
     rows = symbol_table.starting_with(catalog.db, name, q, kind, limit)
     graph = Graph(catalog.db)
     refs = graph.symbol_references(name)
@@ -48,13 +47,12 @@ def symbols(
 
 @router.get("/repos/{name}/calls", responses=errors(400, 404))
 def calls(
-    name: RepoNameDep,
+    name: RepoKeyDep,
     catalog: CatalogDep,
     _user: UserDep,
     symbol: str = Query(..., min_length=1, max_length=300, description="qualified name"),
 ) -> dict:
     """Callers and callees of the unit defining ``symbol``."""
-    catalog.get_repo(name)
     unit_id = symbol_table.unit_of(catalog.db, name, symbol)
     if unit_id is None:
         raise NotFound(

@@ -18,7 +18,7 @@ from coderag.errors import NotFound
 from coderag.jobs import EmbedFiles, IndexRepo, handles
 from coderag.schemas import RepoOut, Unit
 from coderag.settings import Settings
-from coderag.store import Catalog, chain_rows
+from coderag.store import Catalog, chain_rows, refs
 from coderag_parser import gitsync
 from coderag_parser.files import excluded, indexable, regular_file, walk
 from coderag_parser.parsing import blame_all, parse_all
@@ -64,6 +64,8 @@ def index_repo(job: IndexRepo) -> dict[str, Any]:
 def _parse(stage: Stage) -> dict[str, Any]:
     catalog, settings, name, reg = stage.catalog, stage.settings, stage.repo, stage.registration
     repo = catalog.get_repo(name)
+    if repo.ref_of and repo.commit is None and refs.fork(catalog.db, repo.ref_of, name):
+        repo = catalog.get_repo(name)  # now at the repository's commit: only what differs is read
     chain_rows.open_vector_chain(catalog.db, name, stage.token)
     fields: dict[str, Any] = {"error": None, "progress": "walking"}
     if repo.status != "ready":

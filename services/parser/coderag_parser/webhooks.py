@@ -195,9 +195,10 @@ def _handle_push(
 ) -> dict[str, Any]:
     payload = _load(body, content_type)
     ref = payload.get("ref")
-    if not isinstance(ref, str) or not ref.startswith("refs/heads/"):
-        return {"status": "ignored", "reason": f"ref {ref!r} is not a branch"}
-    branch = ref.removeprefix("refs/heads/")
+    if not isinstance(ref, str) or not ref.startswith(("refs/heads/", "refs/tags/")):
+        return {"status": "ignored", "reason": f"ref {ref!r} is not a branch or tag"}
+    # a tag is tracked only where it was registered as a ref (POST /repos/{name}/refs)
+    branch = ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
     after = payload.get("after")
     if payload.get("deleted") is True or (isinstance(after, str) and _ZERO_SHA.match(after)):
         return {"status": "ignored", "reason": f"branch {branch!r} was deleted"}

@@ -15,7 +15,7 @@ from coderag.redact import redact
 from coderag.responses import errors
 from coderag.schemas import RetrieveResponse, SearchRequest, SearchResponse
 from coderag.settings import get_settings
-from coderag.store import get_catalog
+from coderag.store import get_catalog, refs
 from coderag_retriever import dictionary, retrieval
 from coderag_retriever.index import get_index_cache
 from coderag_retriever.text import STOP_WORDS
@@ -40,12 +40,14 @@ def _embedder(request: Request, settings: SettingsDep) -> QueryEmbedder:
     return query_embedder(settings, request.headers.get("authorization"))
 
 
-def _check(body: SearchRequest, settings: SettingsDep, catalog: CatalogDep) -> str:
+def _check(body: SearchRequest, settings: SettingsDep, catalog: CatalogDep) -> tuple[str, str]:
+    """(the query, the key of the repository or ref searched), or the error to answer."""
     query = require_query(body.query, settings)
     if body.top_k > settings.max_top_k:
         raise InvalidInput(f"top_k is {body.top_k}; the limit is {settings.max_top_k}")
-    require_searchable(catalog, body.repo)
-    return query
+    key = refs.resolve(catalog, body.repo, body.ref)
+    require_searchable(catalog, key)
+    return query, key
 
 
 @router.post("/search", responses=errors(400, 404, 409, 503))
@@ -58,9 +60,9 @@ def search(
 ) -> SearchResponse:
     """The best units for a query, best first."""
     start = time.perf_counter()
-    query = _check(body, settings, catalog)
+    query, key = _check(body, settings, catalog)
     found = retrieval.retrieve(
-        body.repo, query, body.top_k, settings, _embedder(request, settings), with_code=False
+        key, query, body.top_k, settings, _embedder(request, settings), with_code=False
     )
     hits = [h.search_hit() for h in found.hits]
     took = (time.perf_counter() - start) * 1000
@@ -68,7 +70,7 @@ def search(
         catalog,
         user=user,
         endpoint="search",
-        repo=body.repo,
+        repo=refs.label(body.repo, body.ref),
         query=redact(query)[0],  # a pasted secret stays out of the log
         files=list(dict.fromkeys(h.file for h in hits)),
         input_tokens=0,
@@ -94,9 +96,9 @@ def retrieve(
 ) -> RetrieveResponse:
     """Like /search, with each unit's code and vector similarity; not audited (the caller is)."""
     start = time.perf_counter()
-    query = _check(body, settings, catalog)
+    query, key = _check(body, settings, catalog)
     found = retrieval.retrieve(
-        body.repo, query, body.top_k, settings, _embedder(request, settings), ready_only=True
+        key, query, body.top_k, settings, _embedder(request, settings), ready_only=True
     )
     return RetrieveResponse(
         results=found.hits,

@@ -7,7 +7,7 @@ from typing import Any
 from coderag import chain
 from coderag.chain import Skip, Stage
 from coderag.jobs import IndexRepo, RefreshRepo, handles
-from coderag.store import chain_rows
+from coderag.store import chain_rows, refs
 from coderag_retriever.clustering import refresh
 from coderag_retriever.index import get_index_cache
 
@@ -31,6 +31,8 @@ def _refresh(stage: Stage, job: RefreshRepo) -> dict[str, Any]:
         raise Skip("deleted")
     if chain.finish_chain(catalog, name, stage.token):
         stage.next(IndexRepo(repo=name))  # a reindex asked for while this chain ran
+    for key in refs.waiting_on(catalog, name):
+        stage.next(IndexRepo(repo=key))  # forked from this index, now complete
     if not settings.redis_url:
         get_index_cache().get(catalog, name)
     return {"repo": name, "files": files, "units": units}

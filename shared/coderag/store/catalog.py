@@ -461,6 +461,7 @@ def _repo_out(row: Row) -> RepoOut:
         indexed_at=row["indexed_at"],
         error=row["error"],
         progress=row["progress"],
+        ref_of=row["ref_of"],
         **_stage_fields(row),
     )
 

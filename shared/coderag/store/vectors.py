@@ -68,7 +68,8 @@ Registration = Callable[[str], str]
 
 def collection_name(repo: str, space: str, registration: str) -> str:
     """Chroma collection of one registration of a repository in one vector space."""
-    base = SPACE_PREFIXES[space] + repo
+    # Chroma allows no '@' in a name; the registration id that ends it keeps names distinct
+    base = SPACE_PREFIXES[space] + repo.replace("@", "_ref_")
     return f"{base}.{registration[:16]}" if registration else base
 
 
@@ -257,7 +258,7 @@ class VectorStore:
                 raise Unavailable(f"Chroma is not reachable: {exc}") from exc
             for col in listed:
                 if (col.metadata or {}).get("repo") == repo and any(
-                    col.name.startswith(SPACE_PREFIXES[s] + repo + ".") for s in spaces
+                    col.name.startswith(collection_name(repo, s, "") + ".") for s in spaces
                 ):
                     names.add(col.name)
         with self._lock:

@@ -1,0 +1,207 @@
+"""Refs: a repository's other branches and tags, each indexed under a key of its own.
+
+A ref is a ``repos`` row named ``<repository>@<slug>`` (``@`` never occurs in a repository
+name, so no key can collide with one) whose ``ref_of`` names its repository and whose
+``branch`` is the ref. Every other table, the vector collections and the job chain treat it as
+a repository, so incremental indexing, leases and healing work unchanged. Its first index is
+forked from the repository's complete index: the rows are copied under the new key at the
+repository's commit, and the parse then reads only the files that differ between that commit
+and the ref; the vectors of the copied units come from the embedding cache, encoded once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+import uuid
+
+from coderag.errors import Conflict, NotFound
+from coderag.schemas import RefOut, RepoOut, unit_id
+from coderag.store.catalog import Catalog, now_iso
+from coderag.store.database import Database, Tx
+
+SEPARATOR = "@"
+"""Between a repository's name and its ref's slug in the ref's key."""
+
+COPIED_TABLES = ("files", "imports", "file_history", "skipped_files")
+"""Tables forked row for row (only ``repo`` changes); units, symbols and calls change ids."""
+
+
+def ref_key(name: str, ref: str) -> str:
+    """The key a ref of repository ``name`` is indexed under: readable, path- and
+    collection-safe, and distinct for distinct refs (a hash of the ref ends it)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", ref)[:40]
+    return f"{name}{SEPARATOR}{slug}-{hashlib.sha1(ref.encode()).hexdigest()[:8]}"
+
+
+def is_ref_key(key: str) -> bool:
+    """Whether ``key`` names a ref rather than a repository."""
+    return SEPARATOR in key
+
+
+def add(catalog: Catalog, name: str, ref: str) -> RepoOut:
+    """Register ``ref`` of repository ``name`` as queued under a fresh registration id;
+    Conflict when it is the repository's own branch or already registered."""
+    repo = catalog.get_repo(name)
+    if repo.branch == ref:
+        raise Conflict(f"{ref!r} is the branch repository {name!r} indexes; search it without ref")
+    key = ref_key(name, ref)
+    progress = f"waiting for {name!r} to finish indexing" if indexing(repo) else None
+
+    def insert(conn: Tx) -> None:
+        if conn.execute("SELECT 1 FROM repos WHERE name=:key", {"key": key}).fetchone():
+            raise Conflict(f"ref {ref!r} of {name!r} is already registered")
+        conn.execute(
+            "INSERT INTO repos (name, path, url, branch, status, uid, ref_of, progress, "
+            "created_at) VALUES (:key, :path, :url, :ref, 'queued', :uid, :name, :progress, "
+            ":created)",
+            {
+                "key": key,
+                "path": repo.path,
+                "url": repo.url,
+                "ref": ref,
+                "uid": uuid.uuid4().hex,
+                "name": name,
+                "progress": progress,
+                "created": now_iso(),
+            },
+        )
+
+    catalog.db.write(insert)
+    return catalog.get_repo(key)
+
+
+def of(catalog: Catalog, name: str) -> list[RepoOut]:
+    """The refs registered for repository ``name``, by ref."""
+    rows = catalog.db.read(
+        "SELECT name FROM repos WHERE ref_of=:name ORDER BY branch", {"name": name}
+    )
+    return [catalog.get_repo(r["name"]) for r in rows]
+
+
+def indexing(repo: RepoOut) -> bool:
+    """Whether a repository's index is still being written (queued, parsing or owing vectors)."""
+    return repo.status in ("queued", "indexing") or (repo.status == "ready" and not repo.complete)
+
+
+def waiting_on(catalog: Catalog, name: str) -> list[str]:
+    """Keys of repository ``name``'s refs never indexed and not started: they wait for its
+    index to complete, to fork from it."""
+    rows = catalog.db.read(
+        "SELECT name FROM repos WHERE ref_of=:name AND commit_sha IS NULL AND status='queued' "
+        "AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < :now)",
+        {"name": name, "now": time.time()},
+    )
+    return [r["name"] for r in rows]
+
+
+def waiting(catalog: Catalog) -> set[str]:
+    """Keys of every ref waiting for its repository's index (healing must not start them)."""
+    rows = catalog.db.read(
+        "SELECT r.name, r.ref_of FROM repos r WHERE r.ref_of IS NOT NULL "
+        "AND r.commit_sha IS NULL AND r.status='queued'"
+    )
+    out = set()
+    for r in rows:
+        try:
+            if indexing(catalog.get_repo(r["ref_of"])):
+                out.add(r["name"])
+        except NotFound:
+            continue
+    return out
+
+
+def resolve(catalog: Catalog, name: str, ref: str | None) -> str:
+    """The key to search for ``ref`` of repository ``name``: the repository itself for no ref
+    or its own branch; NotFound for an unknown repository or ref."""
+    repo = catalog.get_repo(name)
+    if ref is None or ref == repo.branch:
+        return name
+    key = ref_key(name, ref)
+    found = catalog.db.read(
+        "SELECT 1 FROM repos WHERE name=:key AND ref_of=:name", {"key": key, "name": name}
+    )
+    if not found:
+        raise NotFound(
+            f"repository {name!r} has no ref {ref!r}; POST /repos/{name}/refs to index it"
+        )
+    return key
+
+
+def label(name: str, ref: str | None) -> str:
+    """How the audit log names what was searched: the repository, ``@ref`` when one was given."""
+    return f"{name}{SEPARATOR}{ref}" if ref else name
+
+
+def ref_out(repo: RepoOut) -> RefOut:
+    """A ref's state as its repository lists it."""
+    return RefOut(
+        ref=repo.branch or "", **repo.model_dump(exclude={"name", "branch", "path", "url"})
+    )
+
+
+def with_refs(catalog: Catalog, repo: RepoOut) -> RepoOut:
+    """``repo`` with its refs listed."""
+    return repo.model_copy(update={"refs": [ref_out(r) for r in of(catalog, repo.name)]})
+
+
+def fork(db: Database, parent: str, key: str) -> bool:
+    """Copy repository ``parent``'s index under ``key`` at the parent's commit, when the parent
+    is complete, no chain is writing it and ``key`` holds nothing yet; returns whether it
+    copied. One transaction: a chain of the parent must take its lease first, so the rows are
+    exactly those of the commit recorded."""
+
+    def copy(conn: Tx) -> bool:
+        row = conn.execute(
+            "SELECT commit_sha, complete, lease_owner, lease_until, dirty FROM repos "
+            "WHERE name=:parent",
+            {"parent": parent},
+        ).fetchone()
+        busy = row is not None and row["lease_owner"] and (row["lease_until"] or 0) > time.time()
+        if row is None or not row["complete"] or not row["commit_sha"] or busy:
+            return False
+        if conn.execute("SELECT 1 FROM files WHERE repo=:key LIMIT 1", {"key": key}).fetchone():
+            return False
+        for table in COPIED_TABLES:
+            _copy_rows(conn, table, parent, key, {})
+        ids = {
+            r["id"]: unit_id(key, r["file"], r["start_line"], r["end_line"], r["symbol"])
+            for r in conn.execute(
+                "SELECT id, file, start_line, end_line, symbol FROM units WHERE repo=:parent",
+                {"parent": parent},
+            )
+        }
+        _copy_rows(conn, "units", parent, key, {"id": ids})
+        _copy_rows(conn, "symbols", parent, key, {"unit_id": ids})
+        _copy_rows(conn, "calls", parent, key, {"caller_id": ids})
+        conn.execute(
+            "UPDATE repos SET commit_sha=:commit, dirty=:dirty WHERE name=:key",
+            {"commit": row["commit_sha"], "dirty": row["dirty"], "key": key},
+        )
+        return True
+
+    return bool(db.write(copy))
+
+
+def _copy_rows(
+    conn: Tx,
+    table: str,
+    parent: str,
+    key: str,
+    mapped: dict[str, dict[str, str]],
+) -> None:
+    """Insert ``table``'s rows of ``parent`` again under ``key``, the ``mapped`` columns'
+    values translated (ids the translation lacks are kept)."""
+    rows = conn.execute(f"SELECT * FROM {table} WHERE repo=:parent", {"parent": parent}).fetchall()
+    if not rows:
+        return
+    cols = list(rows[0].keys())
+    marks = ",".join(f":{c}" for c in cols)
+    out = []
+    for r in rows:
+        values = {c: r[c] for c in cols} | {"repo": key}
+        for col, ids in mapped.items():
+            values[col] = ids.get(values[col], values[col])
+        out.append(values)
+    conn.executemany(f"INSERT INTO {table} ({','.join(cols)}) VALUES ({marks})", out)
