@@ -89,17 +89,22 @@ def indexed(root: Path, name: str, sources: dict[str, str]) -> Iterator[TestClie
         yield client
 
 
-@pytest.fixture
-def sample_repo(tmp_path: Path) -> Path:
-    """A git repository holding the five language fixtures plus ignored and binary files."""
-    root = tmp_path / "sample"
-    root.mkdir()
+def copy_fixtures(root: Path) -> None:
+    """Copy every language fixture's sources to ``root/src/<language>/``."""
     for lang_dir in FIXTURES.iterdir():
         for src in lang_dir.iterdir():
             if src.name != "expected.json":
                 dest = root / "src" / lang_dir.name / src.name
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(src, dest)
+
+
+@pytest.fixture
+def sample_repo(tmp_path: Path) -> Path:
+    """A git repository holding the five language fixtures plus ignored and binary files."""
+    root = tmp_path / "sample"
+    root.mkdir()
+    copy_fixtures(root)
     (root / ".gitignore").write_text("secret/\n*.log\n")
     (root / "secret").mkdir()
     (root / "secret" / "keys.py").write_text("API_KEY = 'x'\n")

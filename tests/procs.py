@@ -33,12 +33,15 @@ def worker_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen:
-    """``coderag worker parser embedder retriever`` in its own process group."""
+def start_worker(
+    env: dict[str, str], log: Path, queues: tuple[str, ...] = QUEUES
+) -> subprocess.Popen:
+    """``coderag worker`` for ``queues`` (every queue of a chain by default) in its own process
+    group."""
     code = "import sys; from coderag_app.cli import main; sys.exit(main(sys.argv[1:]))"
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-c", code, "worker", *QUEUES],
+            [sys.executable, "-c", code, "worker", *queues],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -1,13 +1,19 @@
 """Read-only lines of an indexed file: the web page's file view and the MCP ``read_range`` tool.
-Only paths listed in the catalog are served, and only from inside the repository's own root."""
+Only paths listed in the catalog are served, and only from inside the repository's own root.
+
+A repository registered by URL is read from this host's clone; a host that runs no parser worker
+has none, and the service able to clone (the parser, ``coderag_parser.trees``) registers with
+``find_roots_with`` how to get one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from coderag.errors import InvalidInput, NotFound
+from coderag.schemas import RepoOut
 from coderag.settings import Settings
 from coderag.store import Catalog
 
@@ -31,10 +37,29 @@ class FileRange(BaseModel):
     local_path: str | None = None
 
 
+RootFinder = Callable[[RepoOut, Settings], Path]
+"""Given a repository registered by URL whose clone this host lacks, a directory holding its tree
+at the indexed commit."""
+
+_finder: RootFinder | None = None
+
+
+def find_roots_with(finder: RootFinder) -> None:
+    """Get the tree of a URL repository this host holds no clone of from ``finder``."""
+    global _finder
+    _finder = finder
+
+
 def repo_root(catalog: Catalog, settings: Settings, repo: str) -> Path:
-    """The directory a repository was indexed from (its path, or its clone)."""
+    """The directory a repository was indexed from: its path, this host's clone (a parser worker
+    here keeps it), or else the tree the registered finder gives."""
     state = catalog.get_repo(repo)
-    return Path(state.path) if state.path else settings.data_dir / CLONES_DIR / repo
+    if state.path:
+        return Path(state.path)
+    clone = settings.data_dir / CLONES_DIR / repo
+    if _finder is None or (clone / ".git").is_dir():
+        return clone
+    return _finder(state, settings)
 
 
 def read_range(

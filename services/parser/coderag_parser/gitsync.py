@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import git
 
@@ -29,13 +29,12 @@ def checkout(repo: RepoOut, data_dir: Path) -> Path:
             raise InvalidInput(f"path {repo.path!r} is not a directory")
         return root
     assert repo.url
-    settings = get_settings()
-    limits = {
-        "kinds": [k.strip() for k in settings.url_schemes.split(",")],
-        "timeout": settings.git_timeout,
-        "max_bytes": settings.max_clone_bytes,
-    }
+    limits = clone_limits()
     dest = data_dir / CLONES_DIR / repo.name
+    if (dest / ".git").is_dir() and not same_origin(dest, repo.url):
+        # a clone left by a repository of this name deleted since: the API's DELETE removes
+        # only its own host's clone, never those of parser workers on other hosts
+        shutil.rmtree(dest)
     if (dest / ".git").is_dir():
         gitrun.run_limited(["fetch", "--prune", "origin"], cwd=dest, watch=dest, **limits)
         clone = open_repo(dest)
@@ -52,6 +51,25 @@ def checkout(repo: RepoOut, data_dir: Path) -> Path:
         shutil.rmtree(dest, ignore_errors=True)
         raise
     return dest
+
+
+def clone_limits() -> dict[str, Any]:
+    """``gitrun.run_limited``'s keyword arguments under the settings: the transports
+    ``CODERAG_URL_SCHEMES`` allows, ``CODERAG_GIT_TIMEOUT`` and ``CODERAG_MAX_CLONE_BYTES``."""
+    settings = get_settings()
+    return {
+        "kinds": [k.strip() for k in settings.url_schemes.split(",")],
+        "timeout": settings.git_timeout,
+        "max_bytes": settings.max_clone_bytes,
+    }
+
+
+def same_origin(clone: Path, url: str) -> bool:
+    """Whether the clone at ``clone`` was made from ``url`` (its ``origin`` remote)."""
+    try:
+        return open_repo(clone).remotes.origin.url == url
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, AttributeError, ValueError):
+        return False
 
 
 def open_repo(root: Path, search_parent_directories: bool = False) -> git.Repo:
