@@ -3,7 +3,6 @@ and a real redis-server on a free port."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -156,26 +155,12 @@ def redis_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real `chroma run` server on a free loopback port."""
-    binary = shutil.which("chroma") or str(Path(os.sys.executable).parent / "chroma")
-    port = _free_port()
-    path = tmp_path_factory.mktemp("chroma-server")
-    proc = subprocess.Popen(
-        [binary, "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    import httpx
+    from tests.procs import start_chroma
 
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(url + "/api/v2/heartbeat", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    else:
-        proc.terminate()
-        pytest.fail("chroma run did not start")
+    try:
+        proc, url = start_chroma(tmp_path_factory.mktemp("chroma-server"))
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     yield url
     proc.terminate()
     proc.wait(10)
