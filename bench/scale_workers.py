@@ -94,13 +94,11 @@ def database_mb(data: Path) -> tuple[str, float]:
     ``CODERAG_DATABASE_URL`` is set, else the SQLite file with its WAL and shared memory."""
     url = os.environ.get("CODERAG_DATABASE_URL")
     if url:
-        from sqlalchemy import create_engine, text
+        import psycopg  # the store's PostgreSQL driver, which takes the setting's URL as it is
 
-        engine = create_engine(url)
-        with engine.connect() as conn:
-            size = conn.execute(text("SELECT pg_database_size(current_database())")).scalar()
-        engine.dispose()
-        return "postgresql", int(size or 0) / 2**20
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        return "postgresql", int(row[0] if row else 0) / 2**20
     files = [data / f"coderag.db{s}" for s in ("", "-wal", "-shm")]
     return "sqlite", sum(f.stat().st_size for f in files if f.is_file()) / 2**20
 
