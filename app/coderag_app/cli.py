@@ -314,6 +314,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from coderag.deps import require_searchable
     from coderag.errors import InvalidInput
     from coderag.store import get_catalog
+    from coderag_parser import trees
     from coderag_retriever.selfscore import evaluate, render
 
     if args.limit < 1:
@@ -322,8 +323,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     catalog = get_catalog()
     require_searchable(catalog, args.name)
     _embed_in_process()  # commit questions run the whole search
-    repo = catalog.get_repo(args.name)
-    root = Path(repo.path) if repo.path else settings.data_dir / "repos" / args.name
+    root = trees.root(catalog, settings, args.name)  # this host's clone, made if it has none
     report = evaluate(args.name, root if root.is_dir() else None, args.limit, settings)
     if args.json:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
