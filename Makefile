@@ -17,7 +17,7 @@ REPO ?= .
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install llm run test test-fast lint bench redis browser engine wheelhouse wheel-sets base-image images \
+.PHONY: install llm run test test-fast lint bench redis postgres browser engine wheelhouse wheel-sets base-image images \
 	compose-test
 
 install: $(STAMP)
@@ -47,17 +47,23 @@ run: install
 redis:
 	@command -v redis-server >/dev/null || (apt-get update -q && apt-get install -y -q redis-server)
 
+# the store's tests start a throwaway PostgreSQL server (tests/postgres.py); Debian's package puts
+# initdb under /usr/lib/postgresql/*/bin, off PATH, which the tests look in
+postgres:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -q && apt-get install -y -q postgresql)
+
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || (apt-get update -q && apt-get install -y -q chromium chromium-driver fonts-wqy-microhei)
 
 # The compose suite is not part of `make test`: a cold build of its images takes about 30 minutes
 # on 2 cores, which would break the 30-minute budget of a cold `make test`. `make compose-test`
 # runs it (minutes once the images are cached).
-test: install llm redis browser
+test: install llm redis postgres browser
 	$(PY) -m pytest -q -m "not compose"
 
 # the inner loop: the fast tests only (no real browser, no model fine-tuning)
-test-fast: install llm redis
+test-fast: install llm redis postgres
 	$(PY) -m pytest -q -m "not compose and not slow"
 
 lint: install

@@ -270,7 +270,8 @@ def evaluate(
         catalog = get_catalog()
         repo = catalog.get_repo(name)
         lines = sum(
-            r["lines"] for r in catalog.db.read("SELECT lines FROM files WHERE repo=?", (name,))
+            r["lines"]
+            for r in catalog.db.read("SELECT lines FROM files WHERE repo=:n", {"n": name})
         )
         questions = [q for q in load_questions(name) if q["type"] != "absent"]
         if sink is not None and tunable(split):

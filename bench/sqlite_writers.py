@@ -1,5 +1,6 @@
-"""20 processes writing one SQLite file at once, with the writer of this checkout or of another
-git revision (its ``shared/coderag/store/sqlite.py``, which imports only the standard library).
+"""20 processes writing one SQLite file at once, with the writer of this checkout
+(``coderag.store.database``) or of a git revision from before it (its
+``shared/coderag/store/sqlite.py``, which imports only the standard library).
 
     python bench/sqlite_writers.py            # this checkout
     python bench/sqlite_writers.py --rev main # the writer on main
@@ -19,26 +20,31 @@ import sys
 import tempfile
 from pathlib import Path
 
+from coderag.store.database import Database
+
 HERE = Path(__file__).resolve().parent
 WRITERS, ROWS = 20, 25
 
 
 def _load(path: str):
+    if not path:
+        return Database
     spec = importlib.util.spec_from_file_location("writer_under_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.Database
 
 
-def _bump(conn: sqlite3.Connection) -> None:
+# literal SQL only: the old writer binds ``?`` parameters, this checkout's ``:name`` ones
+def _bump(conn) -> None:
     n = conn.execute("SELECT count(*) FROM counter").fetchone()[0]
-    conn.execute("INSERT INTO counter (n) VALUES (?)", (n + 1,))
+    conn.execute(f"INSERT INTO counter (n) VALUES ({int(n) + 1})")
 
 
-def _audit(conn: sqlite3.Connection) -> None:
+def _audit(conn) -> None:
     conn.execute(
-        "INSERT INTO audit (user, endpoint, repo, query, retrieved_files, response_ms, status) "
-        "VALUES ('u', '/search', 'r', 'q', '[]', 1, 'ok')"
+        'INSERT INTO audit (ts, "user", endpoint, repo, query, retrieved_files, response_ms, '
+        "status) VALUES ('2026-01-01T00:00:00.000Z', 'u', '/search', 'r', 'q', '[]', 1, 'ok')"
     )
 
 
@@ -61,7 +67,7 @@ def main() -> None:
     p.add_argument("--rev", help="git revision whose writer to use (default: this checkout)")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp())
-    module = HERE.parent / "shared/coderag/store/sqlite.py"
+    module = ""
     if args.rev:
         module = work / "sqlite_rev.py"
         text = subprocess.run(

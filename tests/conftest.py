@@ -1,5 +1,5 @@
 """Shared fixtures: an isolated data directory per test, real git repositories in temp folders,
-and a real redis-server on a free port."""
+and a real redis-server and PostgreSQL server on free ports."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from fastapi.testclient import TestClient
 
 from coderag import embedding, queue
 from coderag.settings import get_settings
-from coderag.store import reset_stores
+from coderag.store import Database, reset_stores
 from coderag_app.server import load_jobs
 from coderag_embedder.queries import local
+from tests.postgres import Postgres, binaries
 
 # the tests are a composition root too: a retriever called directly embeds in-process
 embedding.use_local(local())
@@ -40,6 +41,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         "CODERAG_API_TOKENS",
         "CODERAG_LLM_BACKEND",
         "CODERAG_EMBEDDER_URL",
+        "CODERAG_DATABASE_URL",
     ):
         monkeypatch.delenv(var, raising=False)
     # TestClient's Host is "testserver"; repositories live in pytest's temp folders
@@ -150,6 +152,38 @@ def redis_url() -> Iterator[str]:
     yield url
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A real PostgreSQL server (the Debian package's) on a free loopback port for the session;
+    ``postgres.create()`` makes a fresh database and returns its URL."""
+    bin_dir = binaries()
+    if bin_dir is None:
+        pytest.fail(
+            "PostgreSQL is not installed (make test installs it: apt-get install postgresql)"
+        )
+    server = Postgres(bin_dir, _free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """A new database of each backend in turn: a SQLite file, then a fresh PostgreSQL database
+    on the session's server."""
+    if request.param == "sqlite":
+        return tmp_path / "store.db"
+    return request.getfixturevalue("postgres").create()
+
+
+@pytest.fixture
+def db(database_target: Path | str) -> Iterator[Database]:
+    """The store's database on each backend (schema migrated), closed after the test."""
+    database = Database(database_target)
+    yield database
+    database.close()
 
 
 @pytest.fixture(scope="session")

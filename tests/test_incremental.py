@@ -37,14 +37,15 @@ def snapshot(repo: str) -> dict:
         "files": sorted(cat.file_shas(repo).items()),
         "symbols": sorted(
             (*tuple(r)[1:-1], key.get(r["unit_id"]))
-            for r in cat.db.read("SELECT * FROM symbols WHERE repo=?", (repo,))
+            for r in cat.db.read("SELECT * FROM symbols WHERE repo=:r", {"r": repo})
         ),
         "calls": sorted(
             (r["file"], key[r["caller_id"]], r["callee"], r["line"])
-            for r in cat.db.read("SELECT * FROM calls WHERE repo=?", (repo,))
+            for r in cat.db.read("SELECT * FROM calls WHERE repo=:r", {"r": repo})
         ),
         "imports": sorted(
-            tuple(r) for r in cat.db.read("SELECT file, module FROM imports WHERE repo=?", (repo,))
+            tuple(r)
+            for r in cat.db.read("SELECT file, module FROM imports WHERE repo=:r", {"r": repo})
         ),
     }
     for space in get_encoders():

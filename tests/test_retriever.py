@@ -211,8 +211,8 @@ def test_reclusters_when_the_silhouette_falls_below_the_floor(
         bad = [i % 2 for i in range(len(ids))]
         catalog.db.write(
             lambda c: c.executemany(
-                "UPDATE clusters SET label=? WHERE repo='rc' AND unit_id=?",
-                list(zip(bad, ids, strict=True)),
+                "UPDATE clusters SET label=:label WHERE repo='rc' AND unit_id=:id",
+                [{"label": b, "id": i} for b, i in zip(bad, ids, strict=True)],
             )
         )
         return bad

@@ -72,7 +72,7 @@ def push_payload(url: str, branch: str = "main", sha: str = "a" * 40) -> dict:
 
 
 def generation(name: str) -> int:
-    return get_catalog().db.read("SELECT generation FROM repos WHERE name=?", (name,))[0][0]
+    return get_catalog().db.read("SELECT generation FROM repos WHERE name=:n", {"n": name})[0][0]
 
 
 def test_github_documented_test_vector(parser_client: TestClient, secret: str) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
 import threading
 import time
 import uuid
@@ -36,6 +35,7 @@ from coderag.jobs import Job
 from coderag.queue import enqueue
 from coderag.settings import Settings, get_settings
 from coderag.store import Catalog, chain_rows, get_catalog
+from coderag.store.database import DatabaseError
 
 log = logging.getLogger(__name__)
 
@@ -181,14 +181,10 @@ def renewing(catalog: Catalog, name: str, token: str | None, lease_s: float) -> 
     stop = threading.Event()
 
     def beat() -> None:
-        # its own connection: a beat must not wait behind this process's big writes
-        conn = sqlite3.connect(catalog.db.path, timeout=30)
-        try:
-            while not stop.wait(lease_s / 4):
-                with contextlib.suppress(sqlite3.Error):  # a missed beat only shortens it
-                    chain_rows.beat(conn, name, token, time.time() + lease_s)
-        finally:
-            conn.close()
+        while not stop.wait(lease_s / 4):
+            # a missed beat only shortens the lease
+            with contextlib.suppress(DatabaseError):
+                chain_rows.beat(catalog.db, name, token, time.time() + lease_s)
 
     thread = threading.Thread(target=beat, name=f"lease-{name}", daemon=True)
     thread.start()

@@ -30,7 +30,7 @@ from coderag.errors import Unavailable
 from coderag.jobs import IndexRepo, Job, handler, job_type
 from coderag.settings import Settings, get_settings
 from coderag.store import Catalog, chain_rows
-from coderag.store.sqlite import Database
+from coderag.store.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -307,7 +307,7 @@ def _first_healer(name: str, settings: Settings) -> bool:
 def heal_forever(settings: Settings, stop: threading.Event) -> None:
     """Heal every ``job_lease_s`` seconds until ``stop`` is set (a worker's background thread).
     It keeps its own catalog: a forked rq work horse must not inherit one in use."""
-    catalog = Catalog(Database(settings.db_path))
+    catalog = Catalog(Database(settings.database))
     try:
         while not stop.wait(settings.job_lease_s):
             try:

@@ -41,7 +41,17 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("PORT", "CODERAG_PORT"),
         description="Port the server listens on (also `PORT`).",
     )
-    data_dir: Path = Field(Path("data"), description="SQLite database, embedded Chroma, clones.")
+    data_dir: Path = Field(
+        Path("data"),
+        description="SQLite database (unless `CODERAG_DATABASE_URL` names one), embedded Chroma, "
+        "clones.",
+    )
+    database_url: str | None = Field(
+        None,
+        description="The database of the catalog, audit log and sessions, e.g. "
+        "`postgresql://user:password@host:5432/coderag` (PostgreSQL through psycopg 3); unset "
+        "means the SQLite file `data_dir/coderag.db`. Its schema is migrated on startup.",
+    )
     redis_url: str | None = Field(
         None,
         validation_alias=AliasChoices("REDIS_URL", "CODERAG_REDIS_URL"),
@@ -400,8 +410,13 @@ class Settings(BaseSettings):
 
     @property
     def db_path(self) -> Path:
-        """SQLite database file."""
+        """The embedded SQLite database file (used when ``database_url`` is unset)."""
         return self.data_dir / "coderag.db"
+
+    @property
+    def database(self) -> Path | str:
+        """The catalog's database: ``database_url``, else the SQLite file ``db_path``."""
+        return self.database_url or self.db_path
 
 
 @lru_cache

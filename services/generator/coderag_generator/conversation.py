@@ -1,6 +1,6 @@
 """Conversation sessions (G8): each /ask with a ``session_id`` stores its question and answer in
-SQLite; a follow-up is rewritten by rules into a standalone retrieval query (seed 000 §4.3,
-seed 002 §3.2) and the last turns ride along in the prompt's messages."""
+the catalog's database; a follow-up is rewritten by rules into a standalone retrieval query (seed
+000 §4.3, seed 002 §3.2) and the last turns ride along in the prompt's messages."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Process-wide stores, built once from the settings: the SQLite catalog and the vector store."""
+"""Process-wide stores, built once from the settings: the catalog (SQLite or PostgreSQL) and the
+vector store."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 from coderag.errors import NotFound
 from coderag.settings import Settings, get_settings
 from coderag.store.catalog import Catalog
-from coderag.store.sqlite import Database
+from coderag.store.database import Database
 from coderag.store.vectors import VectorStore, make_client
 
 __all__ = ["Catalog", "Database", "VectorStore", "get_catalog", "get_vectors", "reset_stores"]
@@ -18,16 +19,16 @@ _stores: dict[str, object] = {}
 
 
 def _key(settings: Settings, what: str) -> str:
-    return f"{what}:{settings.data_dir}:{settings.chroma_url}"
+    return f"{what}:{settings.data_dir}:{settings.database}:{settings.chroma_url}"
 
 
 def get_catalog(settings: Settings | None = None) -> Catalog:
-    """The catalog over ``data_dir/coderag.db``."""
+    """The catalog over the settings' database (``database_url``, else ``data_dir/coderag.db``)."""
     settings = settings or get_settings()
     key = _key(settings, "catalog")
     with _lock:
         if key not in _stores:
-            _stores[key] = Catalog(Database(settings.db_path))
+            _stores[key] = Catalog(Database(settings.database))
         return _stores[key]  # type: ignore[return-value]
 
 
@@ -53,8 +54,8 @@ def _current_registration(settings: Settings, repo: str) -> str:
 
 
 def _forget_in_child() -> None:
-    """A forked child (an rq work horse) must not use the parent's stores: the SQLite writer
-    thread does not exist in it, and a write would wait forever."""
+    """A forked child (an rq work horse) builds its own stores rather than share the parent's
+    (the database's own fork hook keeps it off the parent's connections)."""
     global _lock
     _lock = threading.Lock()
     _stores.clear()

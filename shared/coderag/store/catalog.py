@@ -1,9 +1,8 @@
-"""The catalog: repositories, their files and their units, in SQLite."""
+"""The catalog: repositories, their files and their units (``coderag.store.database``)."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -11,13 +10,22 @@ from datetime import UTC, datetime
 from coderag.errors import Conflict, NotFound
 from coderag.eta import eta_seconds
 from coderag.schemas import RepoOut, Unit
-from coderag.store.sqlite import Database
+from coderag.store.database import Database, Row, Tx
 
-UNIT_COLUMNS = (
-    "id, repo, file, start_line, end_line, symbol, kind, language, signature, doc, text, "
-    "is_test, content_hash, facts, last_commit, last_author, last_date"
+UNIT_FIELDS = (
+    "id", "repo", "file", "start_line", "end_line", "symbol", "kind", "language", "signature",
+    "doc", "text", "is_test", "content_hash", "facts", "last_commit", "last_author", "last_date",
+)  # fmt: skip
+"""Columns of a unit, in the order they are written and read."""
+
+UNIT_COLUMNS = ", ".join(UNIT_FIELDS)
+"""The unit columns as a SELECT list."""
+
+_UPSERT_UNIT = (
+    f"INSERT INTO units ({UNIT_COLUMNS}) VALUES ({', '.join(':' + c for c in UNIT_FIELDS)}) "
+    "ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{c}=excluded.{c}" for c in UNIT_FIELDS if c != "id")
 )
-"""Column order used to write and read units."""
 
 
 def now_iso() -> str:
@@ -25,7 +33,7 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def unit_from_row(row: sqlite3.Row) -> Unit:
+def unit_from_row(row: Row) -> Unit:
     """Rebuild a Unit from a ``units`` row."""
     return Unit(
         repo=row["repo"],
@@ -54,14 +62,16 @@ FILE_TABLES = ("units", "files", "symbols", "calls", "imports", "file_history", 
 
 _FILE_COLUMN = {"files": "path"}
 
-OPTIONAL_TABLES = ("session_turns",)
-"""Tables other modules create on first use that also hold a ``repo`` column."""
+REPO_TABLES = (*FILE_TABLES, "clusters", "session_turns")
+"""Tables whose rows belong to one repository (its ``repo`` column)."""
 
 
-def _delete_file_rows(conn: sqlite3.Connection, repo: str, path: str) -> None:
+def _delete_file_rows(conn: Tx, repo: str, path: str) -> None:
     for table in FILE_TABLES:
         col = _FILE_COLUMN.get(table, "file")
-        conn.execute(f"DELETE FROM {table} WHERE repo=? AND {col}=?", (repo, path))
+        conn.execute(
+            f"DELETE FROM {table} WHERE repo=:repo AND {col}=:path", {"repo": repo, "path": path}
+        )
 
 
 class Catalog:
@@ -76,21 +86,22 @@ class Catalog:
         """Register a repository as queued, under a fresh registration id; Conflict if the name
         is taken."""
 
-        def insert(conn: sqlite3.Connection) -> None:
-            if conn.execute("SELECT 1 FROM repos WHERE name=?", (name,)).fetchone():
+        def insert(conn: Tx) -> None:
+            if conn.execute("SELECT 1 FROM repos WHERE name=:name", {"name": name}).fetchone():
                 raise Conflict(f"repository {name!r} already exists; DELETE it or pick a name")
             conn.execute(
-                "INSERT INTO repos (name, path, url, branch, status, uid) "
-                "VALUES (?,?,?,?, 'queued', ?)",
-                (name, path, url, branch, uuid.uuid4().hex),
-            )
+                "INSERT INTO repos (name, path, url, branch, status, uid, created_at) "
+                "VALUES (:name, :path, :url, :branch, 'queued', :uid, :now)",
+                {"name": name, "path": path, "url": url, "branch": branch,
+                 "uid": uuid.uuid4().hex, "now": now_iso()},
+            )  # fmt: skip
 
         self.db.write(insert)
         return self.get_repo(name)
 
     def get_repo(self, name: str) -> RepoOut:
         """The repository's state; NotFound if unknown."""
-        rows = self.db.read("SELECT * FROM repos WHERE name=?", (name,))
+        rows = self.db.read("SELECT * FROM repos WHERE name=:name", {"name": name})
         if not rows:
             raise NotFound(f"no repository named {name!r}; POST /repos to add it")
         return _repo_out(rows[0])
@@ -99,7 +110,7 @@ class Catalog:
         """The registration id of the repository now named ``name`` ('' for one registered before
         ids existed); NotFound if unknown. Jobs, caches and vectors are keyed by it, so nothing of
         a deleted repository reaches a new one of the same name."""
-        rows = self.db.read("SELECT uid FROM repos WHERE name=?", (name,))
+        rows = self.db.read("SELECT uid FROM repos WHERE name=:name", {"name": name})
         if not rows:
             raise NotFound(f"no repository named {name!r}; POST /repos to add it")
         return rows[0]["uid"] or ""
@@ -113,25 +124,23 @@ class Catalog:
         (NotFound when the repository was deleted or registered again since)."""
         if not fields:
             return
-        cols = ", ".join(f"{k}=?" for k in fields)
+        # values are bound as :set_<column>, so no column name can clash with :name
+        cols = ", ".join(f"{k}=:set_{k}" for k in fields)
+        params = {f"set_{k}": v for k, v in fields.items()}
 
-        def update(conn: sqlite3.Connection) -> None:
+        def update(conn: Tx) -> None:
             if registration is not None:
                 _check_registration(conn, name, registration)
-            conn.execute(f"UPDATE repos SET {cols} WHERE name=?", (*fields.values(), name))
+            conn.execute(f"UPDATE repos SET {cols} WHERE name=:name", {**params, "name": name})
 
         self.db.write(update)
 
     def delete_repo(self, name: str) -> None:
         """Remove a repository with its files and units (vectors are the caller's)."""
 
-        def delete(conn: sqlite3.Connection) -> None:
-            tables = (*FILE_TABLES, "clusters", *OPTIONAL_TABLES)
-            existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            for table, col in (*((t, "repo") for t in tables), ("repos", "name")):
-                if table not in existing:
-                    continue
-                conn.execute(f"DELETE FROM {table} WHERE {col}=?", (name,))
+        def delete(conn: Tx) -> None:
+            for table, col in (*((t, "repo") for t in REPO_TABLES), ("repos", "name")):
+                conn.execute(f"DELETE FROM {table} WHERE {col}=:name", {"name": name})
 
         self.db.write(delete)
 
@@ -154,34 +163,23 @@ class Catalog:
         files = list(files)
         symbols, calls, imports = list(symbols), list(calls), list(imports)
 
-        def replace(conn: sqlite3.Connection) -> None:
+        def replace(conn: Tx) -> None:
             if registration is not None:
                 _check_registration(conn, repo, registration)
-            elif not conn.execute("SELECT 1 FROM repos WHERE name=?", (repo,)).fetchone():
+            elif not conn.execute("SELECT 1 FROM repos WHERE name=:n", {"n": repo}).fetchone():
                 raise NotFound(f"repository {repo!r} was deleted")
             for path, *_ in files:
                 _delete_file_rows(conn, repo, path)
             conn.executemany(
-                "INSERT INTO files (repo, path, language, lines, sha, blamed) VALUES (?,?,?,?,?,?)",
-                [(repo, *f, int(blamed)) for f in files],
+                _insert("files", FILE_FIELDS), _named(FILE_FIELDS, repo, files, int(blamed))
             )
+            conn.executemany(_UPSERT_UNIT, [_unit_row(u) for u in units])
             conn.executemany(
-                f"INSERT OR REPLACE INTO units ({UNIT_COLUMNS}) VALUES ({','.join('?' * 17)})",
-                [_unit_row(u) for u in units],
+                _insert("symbols", SYMBOL_FIELDS), _named(SYMBOL_FIELDS, repo, symbols)
             )
+            conn.executemany(_insert("calls", CALL_FIELDS), _named(CALL_FIELDS, repo, calls))
             conn.executemany(
-                "INSERT INTO symbols (repo, file, name, qualified, kind, start_line, end_line, "
-                "unit_id) VALUES (?,?,?,?,?,?,?,?)",
-                [(repo, *row) for row in symbols],
-            )
-            conn.executemany(
-                "INSERT INTO calls (repo, file, caller_id, callee, receiver, receiver_type, line)"
-                " VALUES (?,?,?,?,?,?,?)",
-                [(repo, *row) for row in calls],
-            )
-            conn.executemany(
-                "INSERT INTO imports (repo, file, module) VALUES (?,?,?)",
-                [(repo, *row) for row in imports],
+                _insert("imports", IMPORT_FIELDS), _named(IMPORT_FIELDS, repo, imports)
             )
 
         self.db.write(replace)
@@ -193,7 +191,7 @@ class Catalog:
         returns the ids of the removed units."""
         paths = list(paths)
 
-        def remove(conn: sqlite3.Connection) -> list[str]:
+        def remove(conn: Tx) -> list[str]:
             if registration is not None:
                 _check_registration(conn, repo, registration)
             ids: list[str] = []
@@ -201,7 +199,8 @@ class Catalog:
                 ids += [
                     r[0]
                     for r in conn.execute(
-                        "SELECT id FROM units WHERE repo=? AND file=?", (repo, path)
+                        "SELECT id FROM units WHERE repo=:repo AND file=:file",
+                        {"repo": repo, "file": path},
                     )
                 ]
                 _delete_file_rows(conn, repo, path)
@@ -214,13 +213,13 @@ class Catalog:
     ) -> None:
         """Replace the repository's recent-commit counts per file."""
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: Tx) -> None:
             if registration is not None:
                 _check_registration(conn, repo, registration)
-            conn.execute("DELETE FROM file_history WHERE repo=?", (repo,))
+            conn.execute("DELETE FROM file_history WHERE repo=:repo", {"repo": repo})
             conn.executemany(
-                "INSERT INTO file_history (repo, file, commits) VALUES (?,?,?)",
-                [(repo, f, n) for f, n in commits.items()],
+                "INSERT INTO file_history (repo, file, commits) VALUES (:repo, :file, :n)",
+                [{"repo": repo, "file": f, "n": n} for f, n in commits.items()],
             )
 
         self.db.write(write)
@@ -236,31 +235,32 @@ class Catalog:
         tree was walked, forget earlier ones) and refresh the repository's counts by reason."""
         considered = None if considered is None else list(considered)
 
-        def write(conn: sqlite3.Connection) -> dict[str, int]:
+        def write(conn: Tx) -> dict[str, int]:
             if registration is not None:
                 _check_registration(conn, repo, registration)
             if considered is None:
-                conn.execute("DELETE FROM skipped_files WHERE repo=?", (repo,))
+                conn.execute("DELETE FROM skipped_files WHERE repo=:repo", {"repo": repo})
             else:
                 conn.executemany(
-                    "DELETE FROM skipped_files WHERE repo=? AND file=?",
-                    [(repo, p) for p in considered],
+                    "DELETE FROM skipped_files WHERE repo=:repo AND file=:file",
+                    [{"repo": repo, "file": p} for p in considered],
                 )
             conn.executemany(
-                "INSERT OR REPLACE INTO skipped_files (repo, file, reason) VALUES (?,?,?)",
-                [(repo, p, r) for p, r in skipped.items()],
+                "INSERT INTO skipped_files (repo, file, reason) VALUES (:repo, :file, :reason) "
+                "ON CONFLICT (repo, file) DO UPDATE SET reason=excluded.reason",
+                [{"repo": repo, "file": p, "reason": r} for p, r in skipped.items()],
             )
             counts = {
                 r[0]: r[1]
                 for r in conn.execute(
-                    "SELECT reason, COUNT(*) FROM skipped_files WHERE repo=? GROUP BY reason "
-                    "ORDER BY reason",
-                    (repo,),
+                    "SELECT reason, COUNT(*) FROM skipped_files WHERE repo=:repo "
+                    "GROUP BY reason ORDER BY reason",
+                    {"repo": repo},
                 )
             }
             conn.execute(
-                "UPDATE repos SET skipped=?, skipped_reasons=? WHERE name=?",
-                (sum(counts.values()), json.dumps(counts), repo),
+                "UPDATE repos SET skipped=:n, skipped_reasons=:reasons WHERE name=:repo",
+                {"n": sum(counts.values()), "reasons": json.dumps(counts), "repo": repo},
             )
             return counts
 
@@ -268,14 +268,16 @@ class Catalog:
 
     def history(self, repo: str) -> dict[str, int]:
         """Recent commits per file."""
-        rows = self.db.read("SELECT file, commits FROM file_history WHERE repo=?", (repo,))
+        rows = self.db.read(
+            "SELECT file, commits FROM file_history WHERE repo=:repo", {"repo": repo}
+        )
         return {r["file"]: r["commits"] for r in rows}
 
     def file_shas(self, repo: str) -> dict[str, str]:
         """Indexed files of a repository and their content hashes."""
         return {
             r["path"]: r["sha"]
-            for r in self.db.read("SELECT path, sha FROM files WHERE repo=?", (repo,))
+            for r in self.db.read("SELECT path, sha FROM files WHERE repo=:repo", {"repo": repo})
         }
 
     def file_versions(self, repo: str) -> dict[str, str]:
@@ -283,13 +285,15 @@ class Catalog:
         commits change (the content hash, marked while blame is owed)."""
         return {
             r["path"]: r["sha"] if r["blamed"] else r["sha"] + UNBLAMED
-            for r in self.db.read("SELECT path, sha, blamed FROM files WHERE repo=?", (repo,))
+            for r in self.db.read(
+                "SELECT path, sha, blamed FROM files WHERE repo=:repo", {"repo": repo}
+            )
         }
 
     def unblamed_files(self, repo: str) -> list[str]:
         """Files whose units still owe their last commits, in path order."""
         rows = self.db.read(
-            "SELECT path FROM files WHERE repo=? AND blamed=0 ORDER BY path", (repo,)
+            "SELECT path FROM files WHERE repo=:repo AND blamed=0 ORDER BY path", {"repo": repo}
         )
         return [r["path"] for r in rows]
 
@@ -304,60 +308,67 @@ class Catalog:
         blamed."""
         paths, rows = list(paths), list(rows)
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: Tx) -> None:
             if registration is not None:
                 _check_registration(conn, repo, registration)
             conn.executemany(
-                "UPDATE units SET last_commit=?, last_author=?, last_date=? WHERE id=? AND repo=?",
-                [(c, a, d, uid, repo) for uid, c, a, d in rows],
+                "UPDATE units SET last_commit=:c, last_author=:a, last_date=:d "
+                "WHERE id=:id AND repo=:repo",
+                [{"c": c, "a": a, "d": d, "id": uid, "repo": repo} for uid, c, a, d in rows],
             )
             conn.executemany(
-                "UPDATE files SET blamed=1 WHERE repo=? AND path=?", [(repo, p) for p in paths]
+                "UPDATE files SET blamed=1 WHERE repo=:repo AND path=:path",
+                [{"repo": repo, "path": p} for p in paths],
             )
 
         self.db.write(write)
 
     def file_lines(self, repo: str, path: str) -> int | None:
         """Line count of an indexed file, or None if it is not indexed."""
-        rows = self.db.read("SELECT lines FROM files WHERE repo=? AND path=?", (repo, path))
+        rows = self.db.read(
+            "SELECT lines FROM files WHERE repo=:repo AND path=:path", {"repo": repo, "path": path}
+        )
         return rows[0]["lines"] if rows else None
 
-    def file_row(self, repo: str, path: str) -> sqlite3.Row | None:
+    def file_row(self, repo: str, path: str) -> Row | None:
         """An indexed file's language and line count, or None if it is not indexed."""
         rows = self.db.read(
-            "SELECT language, lines FROM files WHERE repo=? AND path=?", (repo, path)
+            "SELECT language, lines FROM files WHERE repo=:repo AND path=:path",
+            {"repo": repo, "path": path},
         )
         return rows[0] if rows else None
 
     def published(self, repo: str) -> tuple[int, str]:
         """(generation, registration id) of the repository's index: how many times it was
         published, 0 before it was ever ready; (-1, "") for an unknown repository."""
-        rows = self.db.read("SELECT generation, uid FROM repos WHERE name=?", (repo,))
+        rows = self.db.read("SELECT generation, uid FROM repos WHERE name=:n", {"n": repo})
         return (int(rows[0]["generation"]), rows[0]["uid"] or "") if rows else (-1, "")
 
     def units(self, repo: str, files: Iterable[str] | None = None) -> list[Unit]:
         """Units of a repository, optionally only of some files, in file and line order."""
         if files is None:
             rows = self.db.read(
-                f"SELECT {UNIT_COLUMNS} FROM units WHERE repo=? ORDER BY file, start_line", (repo,)
+                f"SELECT {UNIT_COLUMNS} FROM units WHERE repo=:repo ORDER BY file, start_line",
+                {"repo": repo},
             )
             return [unit_from_row(r) for r in rows]
         out: list[Unit] = []
         for path in files:
             rows = self.db.read(
-                f"SELECT {UNIT_COLUMNS} FROM units WHERE repo=? AND file=? ORDER BY start_line",
-                (repo, path),
+                f"SELECT {UNIT_COLUMNS} FROM units WHERE repo=:repo AND file=:file "
+                "ORDER BY start_line",
+                {"repo": repo, "file": path},
             )
             out += [unit_from_row(r) for r in rows]
         return out
 
     def unit_ids(self, repo: str) -> set[str]:
         """Ids of a repository's units."""
-        return {r[0] for r in self.db.read("SELECT id FROM units WHERE repo=?", (repo,))}
+        return {r[0] for r in self.db.read("SELECT id FROM units WHERE repo=:r", {"r": repo})}
 
     def unit_hashes(self, repo: str) -> dict[str, str]:
         """Unit id -> content hash of a repository's units (what its vectors must encode)."""
-        rows = self.db.read("SELECT id, content_hash FROM units WHERE repo=?", (repo,))
+        rows = self.db.read("SELECT id, content_hash FROM units WHERE repo=:r", {"r": repo})
         return {r["id"]: r["content_hash"] for r in rows}
 
     def units_by_id(self, ids: Iterable[str]) -> dict[str, Unit]:
@@ -366,29 +377,54 @@ class Catalog:
         out: dict[str, Unit] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
             for row in self.db.read(
-                f"SELECT {UNIT_COLUMNS} FROM units WHERE id IN ({marks})", tuple(chunk)
+                f"SELECT {UNIT_COLUMNS} FROM units WHERE id IN :ids", {"ids": chunk}
             ):
                 out[row["id"]] = unit_from_row(row)
         return out
 
     def counts(self, repo: str) -> tuple[int, int]:
         """(files, units) indexed for a repository."""
-        files = self.db.read("SELECT COUNT(*) FROM files WHERE repo=?", (repo,))[0][0]
-        units = self.db.read("SELECT COUNT(*) FROM units WHERE repo=?", (repo,))[0][0]
+        files = self.db.read("SELECT COUNT(*) FROM files WHERE repo=:r", {"r": repo})[0][0]
+        units = self.db.read("SELECT COUNT(*) FROM units WHERE repo=:r", {"r": repo})[0][0]
         return files, units
 
 
-def _check_registration(conn: sqlite3.Connection, name: str, registration: str) -> None:
+def _check_registration(conn: Tx, name: str, registration: str) -> None:
     """NotFound unless ``name`` is still the registration a job started on."""
-    row = conn.execute("SELECT uid FROM repos WHERE name=?", (name,)).fetchone()
+    row = conn.execute("SELECT uid FROM repos WHERE name=:name", {"name": name}).fetchone()
     if row is None or (row[0] or "") != registration:
         raise NotFound(f"repository {name!r} was deleted (or deleted and registered again)")
 
 
-def _unit_row(u: Unit) -> tuple:
+FILE_FIELDS = ("repo", "path", "language", "lines", "sha", "blamed")
+"""Columns of a file row."""
+
+SYMBOL_FIELDS = ("repo", "file", "name", "qualified", "kind", "start_line", "end_line", "unit_id")
+"""Columns of a symbol row."""
+
+CALL_FIELDS = ("repo", "file", "caller_id", "callee", "receiver", "receiver_type", "line")
+"""Columns of a call row."""
+
+IMPORT_FIELDS = ("repo", "file", "module")
+"""Columns of an import row."""
+
+
+def _insert(table: str, fields: tuple[str, ...]) -> str:
+    """An INSERT of one row with a named parameter per column."""
     return (
+        f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({', '.join(':' + f for f in fields)})"
+    )
+
+
+def _named(fields: tuple[str, ...], repo: str, rows: Iterable[tuple], *tail: object) -> list[dict]:
+    """Parameter sets for ``_insert``: the repository, each row's values, then ``tail``."""
+    return [dict(zip(fields, (repo, *row, *tail), strict=True)) for row in rows]
+
+
+def _unit_row(u: Unit) -> dict[str, object]:
+    """A unit's parameters for ``_UPSERT_UNIT``."""
+    values = (
         u.id,
         u.repo,
         u.file,
@@ -407,9 +443,10 @@ def _unit_row(u: Unit) -> tuple:
         u.last_author,
         u.last_date,
     )
+    return dict(zip(UNIT_FIELDS, values, strict=True))
 
 
-def _repo_out(row: sqlite3.Row) -> RepoOut:
+def _repo_out(row: Row) -> RepoOut:
     return RepoOut(
         name=row["name"],
         status=row["status"],
@@ -428,7 +465,7 @@ def _repo_out(row: sqlite3.Row) -> RepoOut:
     )
 
 
-def _stage_fields(row: sqlite3.Row) -> dict[str, object]:
+def _stage_fields(row: Row) -> dict[str, object]:
     """complete, stages and eta_s of a repository row (a row from before stages: complete when
     ready)."""
     keys = row.keys()

@@ -6,13 +6,12 @@ the catalog."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 
 from coderag.store.catalog import now_iso
-from coderag.store.sqlite import Database
+from coderag.store.database import Database, Row, Tx
 
-RENEW = "UPDATE repos SET lease_until=? WHERE name=? AND lease_owner=?"
+RENEW = "UPDATE repos SET lease_until=:until WHERE name=:name AND lease_owner=:token"
 """Extend chain ``lease_owner``'s lease (its heartbeat runs it on a connection of its own)."""
 
 
@@ -20,16 +19,18 @@ def claim(db: Database, name: str, token: str, now: float, until: float) -> str 
     """Give the lease to ``token`` unless a live one holds it (then mark a reindex pending);
     the token, or None."""
 
-    def txn(conn: sqlite3.Connection) -> str | None:
-        row = conn.execute("SELECT lease_until FROM repos WHERE name=?", (name,)).fetchone()
+    def txn(conn: Tx) -> str | None:
+        row = conn.execute(
+            "SELECT lease_until FROM repos WHERE name=:name", {"name": name}
+        ).fetchone()
         if row is None:
             return None
         if row[0] is not None and row[0] > now:
-            conn.execute("UPDATE repos SET pending=1 WHERE name=?", (name,))
+            conn.execute("UPDATE repos SET pending=1 WHERE name=:name", {"name": name})
             return None
         conn.execute(
-            "UPDATE repos SET lease_owner=?, lease_until=?, pending=0 WHERE name=?",
-            (token, until, name),
+            "UPDATE repos SET lease_owner=:token, lease_until=:until, pending=0 WHERE name=:name",
+            {"token": token, "until": until, "name": name},
         )
         return token
 
@@ -38,20 +39,22 @@ def claim(db: Database, name: str, token: str, now: float, until: float) -> str 
 
 def renew(db: Database, name: str, token: str, until: float) -> bool:
     """Extend chain ``token``'s lease; False when another chain holds it."""
-    return bool(db.write(lambda conn: conn.execute(RENEW, (until, name, token)).rowcount))
+    params = {"until": until, "name": name, "token": token}
+    return bool(db.write(lambda conn: conn.execute(RENEW, params).rowcount))
 
 
-def beat(conn: sqlite3.Connection, name: str, token: str, until: float) -> None:
+def beat(db: Database, name: str, token: str, until: float) -> None:
     """Extend the lease on a heartbeat's own connection (never behind this process's writes)."""
-    conn.execute(RENEW, (until, name, token))
-    conn.commit()
+    params = {"until": until, "name": name, "token": token}
+    db.write_now(lambda conn: conn.execute(RENEW, params))
 
 
 def release(db: Database, name: str, token: str) -> None:
     """Let the lease of chain ``token`` run out now."""
     db.write(
         lambda conn: conn.execute(
-            "UPDATE repos SET lease_until=NULL WHERE name=? AND lease_owner=?", (name, token)
+            "UPDATE repos SET lease_until=NULL WHERE name=:name AND lease_owner=:token",
+            {"name": name, "token": token},
         )
     )
 
@@ -60,30 +63,29 @@ def finish(db: Database, name: str, token: str | None) -> bool:
     """End chain ``token`` and its retry count; whether a reindex was pending (False when
     another chain holds the row)."""
 
-    def txn(conn: sqlite3.Connection) -> bool:
+    def txn(conn: Tx) -> bool:
         row = conn.execute(
-            "SELECT pending, lease_owner FROM repos WHERE name=?", (name,)
+            "SELECT pending, lease_owner FROM repos WHERE name=:name", {"name": name}
         ).fetchone()
         if row is None or (token is not None and row[1] not in (None, token)):
             return False
         conn.execute(
             "UPDATE repos SET lease_owner=NULL, lease_until=NULL, pending=0, attempts=0 "
-            "WHERE name=?",
-            (name,),
+            "WHERE name=:name",
+            {"name": name},
         )
         return bool(row[0])
 
     return db.write(txn)
 
 
-def unfinished(db: Database, states: tuple[str, ...]) -> list[sqlite3.Row]:
+def unfinished(db: Database, states: tuple[str, ...]) -> list[Row]:
     """Repositories mid-chain: in one of ``states``, or ready but still owing vectors
     (coderag.chain); name, lease_until, attempts, progress."""
-    marks = ",".join("?" * len(states))
     return db.read(
         "SELECT name, lease_until, attempts, progress FROM repos "
-        f"WHERE status IN ({marks}) OR (status='ready' AND complete=0)",
-        states,
+        "WHERE status IN :states OR (status='ready' AND complete=0)",
+        {"states": list(states)},
     )
 
 
@@ -93,12 +95,14 @@ def publish_keywords(
     """Mark the registration's new units searchable (status ready, a new generation) with the
     vectors it still owes per space; False when the repository or registration is gone."""
 
-    def publish(conn: sqlite3.Connection) -> int:
+    def publish(conn: Tx) -> int:
         return conn.execute(
-            "UPDATE repos SET status='ready', files=?, units=?, complete=0, stages=?, "
-            "searchable_at=?, generation=generation+1 WHERE name=? AND COALESCE(uid, '')=?",
-            (files, units, json.dumps(owed), now_iso(), name, registration),
-        ).rowcount
+            "UPDATE repos SET status='ready', files=:files, units=:units, complete=0, "
+            "stages=:stages, searchable_at=:now, generation=generation+1 "
+            "WHERE name=:name AND COALESCE(uid, '')=:registration",
+            {"files": files, "units": units, "stages": json.dumps(owed), "now": now_iso(),
+             "name": name, "registration": registration},
+        ).rowcount  # fmt: skip
 
     return bool(db.write(publish))
 
@@ -109,34 +113,38 @@ def publish_complete(
     """The last stage: the registration's index complete at ``commit`` (a new generation);
     False when the repository or registration is gone."""
 
-    def publish(conn: sqlite3.Connection) -> int:
+    def publish(conn: Tx) -> int:
         return conn.execute(
-            "UPDATE repos SET status='ready', files=?, units=?, commit_sha=?, indexed_at=?, "
-            "progress=NULL, error=NULL, complete=1, stages='{}', generation=generation+1 "
-            "WHERE name=? AND COALESCE(uid, '')=?",
-            (files, units, commit, now_iso(), name, registration),
-        ).rowcount
+            "UPDATE repos SET status='ready', files=:files, units=:units, commit_sha=:commit, "
+            "indexed_at=:now, progress=NULL, error=NULL, complete=1, stages='{}', "
+            "generation=generation+1 WHERE name=:name AND COALESCE(uid, '')=:registration",
+            {"files": files, "units": units, "commit": commit, "now": now_iso(), "name": name,
+             "registration": registration},
+        ).rowcount  # fmt: skip
 
     return bool(db.write(publish))
 
 
 def dirty_files(db: Database, name: str) -> set[str]:
     """Paths that changed in the working tree since the last index (recorded by reindex)."""
-    rows = db.read("SELECT dirty FROM repos WHERE name=?", (name,))
+    rows = db.read("SELECT dirty FROM repos WHERE name=:name", {"name": name})
     return set(json.loads(rows[0]["dirty"] or "[]")) if rows else set()
 
 
 def advance(db: Database, name: str, space: str, done: int, total: int) -> None:
     """Record that ``done`` of the ``total`` vectors a space owes are written."""
 
-    def write(conn: sqlite3.Connection) -> None:
-        row = conn.execute("SELECT stages FROM repos WHERE name=?", (name,)).fetchone()
+    def write(conn: Tx) -> None:
+        row = conn.execute("SELECT stages FROM repos WHERE name=:name", {"name": name}).fetchone()
         if row is None:
             return
         state = json.loads(row[0] or "{}")
         started = (state.get(space) or {}).get("started") or time.time()
         state[space] = {"done": done, "total": total, "started": started}
-        conn.execute("UPDATE repos SET stages=? WHERE name=?", (json.dumps(state), name))
+        conn.execute(
+            "UPDATE repos SET stages=:stages WHERE name=:name",
+            {"stages": json.dumps(state), "name": name},
+        )
 
     db.write(write)
 
@@ -147,11 +155,11 @@ def open_vector_chain(db: Database, name: str, token: str) -> None:
     catalog (marked ``clean``); otherwise (a chain that died, a first index) its embed stage
     compares every vector with the catalog."""
 
-    def write(conn: sqlite3.Connection) -> None:
+    def write(conn: Tx) -> None:
         conn.execute(
             "UPDATE repos SET vectors_mark = CASE WHEN vectors_mark LIKE 'clean:%' "
-            "THEN 'chain:' || ? || substr(vectors_mark, 6) ELSE NULL END WHERE name=?",
-            (token, name),
+            "THEN 'chain:' || :token || substr(vectors_mark, 6) ELSE NULL END WHERE name=:name",
+            {"token": token, "name": name},
         )
 
     db.write(write)
@@ -163,7 +171,7 @@ def vectors_follow_chain(db: Database, name: str, token: str | None, encoders: s
     them matching."""
     if not token:
         return False
-    rows = db.read("SELECT vectors_mark FROM repos WHERE name=?", (name,))
+    rows = db.read("SELECT vectors_mark FROM repos WHERE name=:name", {"name": name})
     return bool(rows) and rows[0]["vectors_mark"] == f"chain:{token}:{encoders}"
 
 
@@ -171,10 +179,11 @@ def mark_vectors_clean(db: Database, name: str, registration: str, encoders: str
     """Record that the registration's collections match the catalog, as these ``encoders``
     wrote them."""
 
-    def write(conn: sqlite3.Connection) -> None:
+    def write(conn: Tx) -> None:
         conn.execute(
-            "UPDATE repos SET vectors_mark=? WHERE name=? AND COALESCE(uid, '')=?",
-            (f"clean:{encoders}", name, registration),
+            "UPDATE repos SET vectors_mark=:mark WHERE name=:name "
+            "AND COALESCE(uid, '')=:registration",
+            {"mark": f"clean:{encoders}", "name": name, "registration": registration},
         )
 
     db.write(write)

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
-from coderag.store.sqlite import Database
+from coderag.store.database import Database, Tx
 
 
 def clustered(db: Database, repo: str) -> set[str]:
     """Ids of the units that have a cluster label."""
-    return {r["unit_id"] for r in db.read("SELECT unit_id FROM clusters WHERE repo=?", (repo,))}
+    rows = db.read("SELECT unit_id FROM clusters WHERE repo=:repo", {"repo": repo})
+    return {r["unit_id"] for r in rows}
 
 
 def labels(db: Database, repo: str) -> dict[str, int]:
     """Cluster label by unit id."""
-    rows = db.read("SELECT unit_id, label FROM clusters WHERE repo=?", (repo,))
+    rows = db.read("SELECT unit_id, label FROM clusters WHERE repo=:repo", {"repo": repo})
     return {r["unit_id"]: r["label"] for r in rows}
 
 
@@ -24,12 +24,14 @@ def replace(
 ) -> None:
     """Set the repository's (unit id, label) pairs and silhouette score, all at once."""
 
-    def txn(conn: sqlite3.Connection) -> None:
-        conn.execute("DELETE FROM clusters WHERE repo=?", (repo,))
+    def txn(conn: Tx) -> None:
+        conn.execute("DELETE FROM clusters WHERE repo=:repo", {"repo": repo})
         conn.executemany(
-            "INSERT INTO clusters (repo, unit_id, label) VALUES (?,?,?)",
-            [(repo, uid, label) for uid, label in labels],
+            "INSERT INTO clusters (repo, unit_id, label) VALUES (:repo, :unit, :label)",
+            [{"repo": repo, "unit": uid, "label": label} for uid, label in labels],
         )
-        conn.execute("UPDATE repos SET silhouette=? WHERE name=?", (score, repo))
+        conn.execute(
+            "UPDATE repos SET silhouette=:score WHERE name=:repo", {"score": score, "repo": repo}
+        )
 
     db.write(txn)

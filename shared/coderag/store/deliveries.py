@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import TypeVar
 
-from coderag.store.sqlite import Database
+from coderag.store.database import Database, Tx
 
 T = TypeVar("T")
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS webhook_deliveries (
-    provider TEXT NOT NULL,
-    delivery TEXT NOT NULL,
-    received_at TEXT NOT NULL,
-    PRIMARY KEY (provider, delivery)
-)"""
-"""Delivery ids already acted on, per provider, with the time they arrived."""
 
 
 def record_then(
@@ -32,14 +22,16 @@ def record_then(
     the same transaction, so its failure forgets the id again; None (and ``then`` not run) for
     an id already recorded. Without an id, ``then`` just runs."""
 
-    def txn(conn: sqlite3.Connection) -> T | None:
-        conn.execute(SCHEMA)
+    def txn(conn: Tx) -> T | None:
         if delivery:
-            conn.execute("DELETE FROM webhook_deliveries WHERE received_at < ?", (forget_before,))
+            conn.execute(
+                "DELETE FROM webhook_deliveries WHERE received_at < :before",
+                {"before": forget_before},
+            )
             cur = conn.execute(
-                "INSERT OR IGNORE INTO webhook_deliveries (provider, delivery, received_at) "
-                "VALUES (?,?,?)",
-                (provider, delivery, now),
+                "INSERT INTO webhook_deliveries (provider, delivery, received_at) "
+                "VALUES (:provider, :delivery, :now) ON CONFLICT DO NOTHING",
+                {"provider": provider, "delivery": delivery, "now": now},
             )
             if cur.rowcount == 0:
                 return None

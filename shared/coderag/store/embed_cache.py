@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from coderag.store.sqlite import Database
+from coderag.store.database import Database
 
 CHUNK = 500
-"""Hashes asked per query (SQLite's variable limit is far above it)."""
+"""Hashes asked per query (far below SQLite's variable limit)."""
 
 
 def lookup(db: Database, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
@@ -15,24 +15,24 @@ def lookup(db: Database, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
     found: dict[str, bytes] = {}
     unique = sorted(set(hashes))
     for i in range(0, len(unique), CHUNK):
-        chunk = unique[i : i + CHUNK]
-        marks = ",".join("?" * len(chunk))
         rows = db.read(
             "SELECT content_hash, vector FROM embed_cache "
-            f"WHERE model=? AND content_hash IN ({marks})",
-            (model, *chunk),
+            "WHERE model=:model AND content_hash IN :hashes",
+            {"model": model, "hashes": unique[i : i + CHUNK]},
         )
-        found.update((row["content_hash"], row["vector"]) for row in rows)
+        found.update((row["content_hash"], bytes(row["vector"])) for row in rows)
     return found
 
 
 def store(db: Database, model: str, vectors: dict[str, bytes]) -> None:
     """Remember vector bytes by content hash under ``model``."""
-    rows = [(model, h, v) for h, v in vectors.items()]
+    rows = [{"model": model, "hash": h, "vector": v} for h, v in vectors.items()]
     if rows:
         db.write(
             lambda conn: conn.executemany(
-                "INSERT OR REPLACE INTO embed_cache (model, content_hash, vector) VALUES (?,?,?)",
+                "INSERT INTO embed_cache (model, content_hash, vector) VALUES "
+                "(:model, :hash, :vector) ON CONFLICT (model, content_hash) "
+                "DO UPDATE SET vector=excluded.vector",
                 rows,
             )
         )

@@ -12,7 +12,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from coderag.store.sqlite import Database
+from coderag.store.database import Database
 
 CALLABLE_KINDS = ("function", "method")
 """Symbol kinds a call can resolve to."""
@@ -58,10 +58,9 @@ class Graph:
             part = todo[i : i + NAMES_PER_QUERY]
             found: dict[str, list] = {n: [] for n in part}
             for r in self.db.read(
-                "SELECT name, qualified, file, unit_id FROM symbols WHERE repo=? AND name IN "
-                f"({','.join('?' * len(part))}) AND kind IN "
-                f"({','.join('?' * len(CALLABLE_KINDS))}) AND unit_id IS NOT NULL",
-                (repo, *part, *CALLABLE_KINDS),
+                "SELECT name, qualified, file, unit_id FROM symbols WHERE repo=:repo AND name IN "
+                ":names AND kind IN :kinds AND unit_id IS NOT NULL",
+                {"repo": repo, "names": part, "kinds": CALLABLE_KINDS},
             ):
                 found[r["name"]].append(r)
             self._named.update({(repo, n): rows for n, rows in found.items()})
@@ -88,7 +87,8 @@ class Graph:
         key = (repo, unit_id, "callees")
         if key not in self._edges:
             sites = self.db.read(
-                "SELECT file, callee, receiver_type, line FROM calls WHERE caller_id=?", (unit_id,)
+                "SELECT file, callee, receiver_type, line FROM calls WHERE caller_id=:unit",
+                {"unit": unit_id},
             )
             definitions = self._definitions(repo, {r["callee"] for r in sites})
             self._edges[key] = [
@@ -106,7 +106,8 @@ class Graph:
             names = {
                 r["name"]
                 for r in self.db.read(
-                    "SELECT name FROM symbols WHERE repo=? AND unit_id=?", (repo, unit_id)
+                    "SELECT name FROM symbols WHERE repo=:repo AND unit_id=:unit",
+                    {"repo": repo, "unit": unit_id},
                 )
             }
             definitions = self._definitions(repo, names)
@@ -114,8 +115,8 @@ class Graph:
             for name in sorted(names):
                 for r in self.db.read(
                     "SELECT caller_id, file, receiver_type, line FROM calls "
-                    "WHERE repo=? AND callee=?",
-                    (repo, name),
+                    "WHERE repo=:repo AND callee=:name",
+                    {"repo": repo, "name": name},
                 ):
                     if r["caller_id"] != unit_id and unit_id in self._pick(
                         definitions[name], r["receiver_type"], r["file"]
@@ -145,7 +146,8 @@ class Graph:
             {
                 r["callee"]: r["n"]
                 for r in self.db.read(
-                    "SELECT callee, COUNT(*) AS n FROM calls WHERE repo=? GROUP BY callee", (repo,)
+                    "SELECT callee, COUNT(*) AS n FROM calls WHERE repo=:repo GROUP BY callee",
+                    {"repo": repo},
                 )
             }
         )
@@ -153,15 +155,18 @@ class Graph:
     def file_references(self, repo: str) -> Counter[str]:
         """Per file: call sites in other files naming its symbols, plus imports of its module."""
         defined: dict[str, set[str]] = defaultdict(set)
-        for r in self.db.read("SELECT name, file FROM symbols WHERE repo=?", (repo,)):
+        by_repo = {"repo": repo}
+        for r in self.db.read("SELECT name, file FROM symbols WHERE repo=:repo", by_repo):
             defined[r["name"]].add(r["file"])
         counts: Counter[str] = Counter()
-        for r in self.db.read("SELECT callee, file FROM calls WHERE repo=?", (repo,)):
+        for r in self.db.read("SELECT callee, file FROM calls WHERE repo=:repo", by_repo):
             for f in defined.get(r["callee"], ()):
                 if f != r["file"]:
                     counts[f] += 1
-        files = [r["path"] for r in self.db.read("SELECT path FROM files WHERE repo=?", (repo,))]
-        for r in self.db.read("SELECT file, module FROM imports WHERE repo=?", (repo,)):
+        files = [
+            r["path"] for r in self.db.read("SELECT path FROM files WHERE repo=:repo", by_repo)
+        ]
+        for r in self.db.read("SELECT file, module FROM imports WHERE repo=:repo", by_repo):
             for f in files:
                 if f != r["file"] and _imports_file(r["module"], f):
                     counts[f] += 1
@@ -175,8 +180,8 @@ class Graph:
         """Units called from test code (TestCoverageHint)."""
         sites = self.db.read(
             "SELECT c.callee, c.receiver_type, c.file FROM calls c JOIN units u "
-            "ON u.id = c.caller_id WHERE c.repo=? AND u.is_test=1",
-            (repo,),
+            "ON u.id = c.caller_id WHERE c.repo=:repo AND u.is_test=1",
+            {"repo": repo},
         )
         definitions = self._definitions(repo, {r["callee"] for r in sites})
         return {

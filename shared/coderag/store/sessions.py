@@ -1,64 +1,35 @@
-"""Chat sessions: each session's owner and its turns per repository, created on first use."""
+"""Chat sessions: each session's owner and its turns per repository."""
 
 from __future__ import annotations
 
-import sqlite3
-import weakref
-
-from coderag.store.sqlite import Database
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS session_turns (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL,
-    repo TEXT NOT NULL,
-    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
-    content TEXT NOT NULL,
-    meta TEXT NOT NULL DEFAULT '{}',
-    ts TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-);
-CREATE INDEX IF NOT EXISTS session_turns_by_session ON session_turns (session_id, repo, id);
-CREATE TABLE IF NOT EXISTS session_owners (
-    session_id TEXT PRIMARY KEY,
-    user TEXT NOT NULL
-);
-"""
-"""The tables of sessions; created on first use."""
-
-_ready: weakref.WeakSet[Database] = weakref.WeakSet()
-
-
-def _ensure(db: Database) -> None:
-    if db not in _ready:
-        db.write(lambda conn: conn.executescript(SCHEMA))
-        _ready.add(db)
+from coderag.store.audit_log import now_ts
+from coderag.store.database import Database, Row, Tx
 
 
 def owner(db: Database, session_id: str, user: str) -> str:
     """The session's owner, ``user`` when the session is new."""
-    _ensure(db)
 
-    def take(conn: sqlite3.Connection) -> str:
+    def take(conn: Tx) -> str:
         conn.execute(
-            "INSERT OR IGNORE INTO session_owners (session_id, user) VALUES (?,?)",
-            (session_id, user),
+            'INSERT INTO session_owners (session_id, "user") VALUES (:session, :user) '
+            "ON CONFLICT DO NOTHING",
+            {"session": session_id, "user": user},
         )
         row = conn.execute(
-            "SELECT user FROM session_owners WHERE session_id=?", (session_id,)
+            'SELECT "user" FROM session_owners WHERE session_id=:session', {"session": session_id}
         ).fetchone()
         return row[0]
 
     return db.write(take)
 
 
-def last_turns(db: Database, session_id: str, repo: str, limit: int) -> list[sqlite3.Row]:
+def last_turns(db: Database, session_id: str, repo: str, limit: int) -> list[Row]:
     """The last ``limit`` turns (role, content, meta, ts) of a session about ``repo``, newest
     first."""
-    _ensure(db)
     return db.read(
-        "SELECT role, content, meta, ts FROM session_turns WHERE session_id=? AND repo=? "
-        "ORDER BY id DESC LIMIT ?",
-        (session_id, repo, limit),
+        "SELECT role, content, meta, ts FROM session_turns WHERE session_id=:session "
+        "AND repo=:repo ORDER BY id DESC LIMIT :limit",
+        {"session": session_id, "repo": repo, "limit": limit},
     )
 
 
@@ -66,17 +37,20 @@ def add_turns(
     db: Database, session_id: str, repo: str, turns: list[tuple[str, str, str]], keep: int
 ) -> None:
     """Append (role, content, meta JSON) turns and keep only the newest ``keep``."""
-    _ensure(db)
+    ts = now_ts()
+    mine = {"session": session_id, "repo": repo}
 
-    def insert(conn: sqlite3.Connection) -> None:
+    def insert(conn: Tx) -> None:
         conn.executemany(
-            "INSERT INTO session_turns (session_id, repo, role, content, meta) VALUES (?,?,?,?,?)",
-            [(session_id, repo, *t) for t in turns],
+            "INSERT INTO session_turns (session_id, repo, role, content, meta, ts) "
+            "VALUES (:session, :repo, :role, :content, :meta, :ts)",
+            [{**mine, "role": r, "content": c, "meta": m, "ts": ts} for r, c, m in turns],
         )
         conn.execute(
-            "DELETE FROM session_turns WHERE session_id=? AND repo=? AND id NOT IN (SELECT id "
-            "FROM session_turns WHERE session_id=? AND repo=? ORDER BY id DESC LIMIT ?)",
-            (session_id, repo, session_id, repo, keep),
+            "DELETE FROM session_turns WHERE session_id=:session AND repo=:repo AND id NOT IN "
+            "(SELECT id FROM session_turns WHERE session_id=:session AND repo=:repo "
+            "ORDER BY id DESC LIMIT :keep)",
+            {**mine, "keep": keep},
         )
 
     db.write(insert)

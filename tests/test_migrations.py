@@ -1,0 +1,123 @@
+"""Schema migrations: a new database is created at the head revision, a SQLite file made before
+migrations existed is adopted without losing a row, and the migrations ship in the package."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import tomllib
+from fnmatch import fnmatch
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from coderag import audit
+from coderag.store import Catalog, Database, migrate
+from coderag.store import sessions as session_store
+from tests.old_schema import OLD_ADDED_COLUMNS, OLD_SCHEMA, OLD_SESSIONS
+from tests.test_store import audit_row
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _without_added_columns(schema: str) -> str:
+    """The CREATE script of a file older still: none of the columns added since."""
+    for table, column in OLD_ADDED_COLUMNS:
+        body = re.search(rf"CREATE TABLE IF NOT EXISTS {table} \((.*?)\n\);", schema, re.S)
+        assert body is not None
+        lines = [ln for ln in body[1].split("\n") if not ln.strip().startswith(column + " ")]
+        cut = "\n".join(lines).rstrip().rstrip(",")
+        schema = schema.replace(body[1], cut)
+    return schema
+
+
+def _old_file(path: Path, schema: str) -> None:
+    """A catalog file as the old code left it, holding a repository, its files and units, an
+    audit row and a session."""
+    conn = sqlite3.connect(path)
+    conn.executescript(schema + OLD_SESSIONS)
+    conn.execute("INSERT INTO repos (name, path, status, files) VALUES ('old', '/src', 'ready', 1)")
+    conn.execute("INSERT INTO files (repo, path, language, lines, sha) VALUES ('old', 'a.py', "
+                 "'python', 3, 'sha')")  # fmt: skip
+    conn.execute(
+        "INSERT INTO units (id, repo, file, start_line, end_line, symbol, kind, language, "
+        "signature, doc, text, is_test, content_hash) VALUES ('u1', 'old', 'a.py', 1, 3, 'f', "
+        "'function', 'python', 'def f()', '', 'def f(): pass', 0, 'h')"
+    )
+    conn.execute(
+        "INSERT INTO audit (user, endpoint, repo, query, retrieved_files, response_ms, status) "
+        "VALUES ('alice', '/ask', 'old', 'why', '[]', 5, 'ok')"
+    )
+    conn.execute("INSERT INTO embed_cache VALUES ('m', 'h', ?)", (b"\x00\xff",))
+    conn.execute("INSERT INTO session_owners VALUES ('s', 'alice')")
+    conn.execute("INSERT INTO session_turns (session_id, repo, role, content) "
+                 "VALUES ('s', 'old', 'user', 'hi')")  # fmt: skip
+    conn.commit()
+    conn.close()
+
+
+def _adopt(path: Path) -> None:
+    db = Database(path)
+    try:
+        catalog = Catalog(db)
+        repo = catalog.get_repo("old")
+        assert (repo.status, repo.files, repo.complete, repo.stages) == ("ready", 1, True, {})
+        assert catalog.file_versions("old") == {"a.py": "sha"}  # blamed: the default 1
+        assert [u.text for u in catalog.units("old")] == ["def f(): pass"]
+        assert db.read("SELECT vector FROM embed_cache")[0][0] == b"\x00\xff"
+        assert session_store.owner(db, "s", "bob") == "alice"
+        assert [t["content"] for t in session_store.last_turns(db, "s", "old", 5)] == ["hi"]
+        # the old row keeps its id and timestamp; a new one follows it
+        audit_row(catalog, "bob")
+        lines = list(audit.export_csv(catalog, None, None))
+        assert [ln.split(",")[2] for ln in lines[1:3]] == ["alice", "bob"]
+        catalog.update_repo("old", vectors_mark="clean:x", pending=1)
+        assert migrate.current(db.engine.connect()) == migrate.heads()
+    finally:
+        db.close()
+
+
+def test_a_file_made_by_the_old_schema_is_adopted_and_stamped(tmp_path: Path) -> None:
+    _old_file(tmp_path / "old.db", OLD_SCHEMA)
+    _adopt(tmp_path / "old.db")
+    _adopt(tmp_path / "old.db")  # opening it again migrates nothing
+
+
+def test_a_file_older_still_gains_the_added_columns(tmp_path: Path) -> None:
+    path = tmp_path / "older.db"
+    _old_file(path, _without_added_columns(OLD_SCHEMA))
+    columns = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(repos)")}
+    assert "uid" not in columns and "stages" not in columns
+    _adopt(path)
+    columns = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(repos)")}
+    assert {c for t, c in OLD_ADDED_COLUMNS if t == "repos"} <= columns
+
+
+def test_a_new_database_is_created_at_the_head_revision(database_target: Path | str) -> None:
+    db = Database(database_target)
+    try:
+        inspector = sa.inspect(db.engine)
+        assert {"repos", "units", "audit", "session_turns", "webhook_deliveries"} <= set(
+            inspector.get_table_names()
+        )
+        assert {"units_repo_file", "audit_ts"} <= {
+            i["name"] for t in ("units", "audit") for i in inspector.get_indexes(t)
+        }
+        versions = db.read("SELECT version_num FROM alembic_version")
+        assert {r[0] for r in versions} == set(migrate.heads())
+    finally:
+        db.close()
+
+
+def test_the_migrations_are_package_data() -> None:
+    """An installed wheel must hold env.py, the template and every revision."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["coderag"]
+    package = ROOT / "shared/coderag"
+    shipped = [
+        p.relative_to(package).as_posix()
+        for p in migrate.MIGRATIONS.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
+    assert "store/migrations/env.py" in shipped and len(shipped) >= 3
+    assert [f for f in shipped if not any(fnmatch(f, pat) for pat in patterns)] == []
