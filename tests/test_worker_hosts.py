@@ -1,7 +1,7 @@
-"""Workers on several hosts: parser and embedder workers that share nothing but Redis, the
-database, the Chroma server and the git remote index a repository registered by URL to the
+"""Workers on several hosts: parser and embedder workers that share nothing but Redis,
+PostgreSQL, the Chroma server and the git remote index a repository registered by URL to the
 same result as an all-in-one index, and a host killed mid-index loses nothing; an API host with
-no clone serves file lines and line history at the indexed commit.
+no clone serves file lines, line history and health at the indexed commit.
 
 A "host" is a set of processes with a data directory, HOME and TMPDIR of its own, none shared
 with another host or the API; hosts reach the services over loopback on their own ports (each in
@@ -39,6 +39,7 @@ from coderag_parser import gitsync
 from coderag_parser.trees import TREES_DIR
 from tests.conftest import commit_all, copy_fixtures, wait_ready
 from tests.liveserver import child_env, live_server, wait_complete
+from tests.postgres import Postgres
 from tests.procs import free_port, kill9, start_worker, stop
 from tests.test_incremental import snapshot
 from tests.test_recovery import write_stages
@@ -103,29 +104,18 @@ def host_dirs(root: Path) -> dict[str, str]:
     return {"HOME": str(root / "home"), "TMPDIR": str(root / "tmp")}
 
 
-def shared_database(data_dir: Path, db: Path) -> None:
-    """Point a data directory's SQLite file at the one file every host writes.
-
-    TODO(db): PostgreSQL through CODERAG_DATABASE_URL replaces this shared file."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / "coderag.db").symlink_to(db)
-
-
 class Cluster:
     """The API server with a retriever worker on its host, and worker hosts that each run a
     parser and an embedder worker; every process is stopped at the end."""
 
-    def __init__(self, tmp: Path, settings: dict[str, str], db: Path) -> None:
-        self.tmp, self.settings, self.db = tmp, settings, db
+    def __init__(self, tmp: Path, settings: dict[str, str]) -> None:
+        self.tmp, self.settings = tmp, settings
         self.hosts: dict[str, list[subprocess.Popen]] = {}
 
     def env(self, host: str) -> dict[str, str]:
         """The environment of a process on ``host``."""
         root = self.tmp / host
-        extra = host_dirs(root) | self.settings
-        if not (root / "data" / "coderag.db").is_symlink():
-            shared_database(root / "data", self.db)
-        return child_env(root / "data", **extra)
+        return child_env(root / "data", **host_dirs(root), **self.settings)
 
     def start_host(self, host: str, queues: tuple[str, ...] = ("parser", "embedder")) -> None:
         """Start one worker process per queue on ``host``."""
@@ -151,32 +141,35 @@ class Cluster:
 
 @pytest.fixture
 def cluster(
-    tmp_path: Path, redis_url: str, chroma_server: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    redis_url: str,
+    chroma_server: str,
+    postgres: Postgres,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Cluster]:
-    """Settings shared by every process (Redis, Chroma, the database), this test process on the
-    same database and Chroma server, running jobs in-process (no REDIS_URL here)."""
+    """Settings shared by every process (Redis, Chroma, a fresh PostgreSQL database), this test
+    process on the same database and Chroma server, running jobs in-process (no REDIS_URL
+    here)."""
     Redis.from_url(redis_url).flushdb()
-    db = tmp_path / "shared-db" / "coderag.db"
-    db.parent.mkdir()
     settings = {
         "REDIS_URL": redis_url,
         "CODERAG_CHROMA_URL": chroma_server,
+        "CODERAG_DATABASE_URL": postgres.create(),
         "CODERAG_URL_SCHEMES": "http",
         "CODERAG_EMBED_MODEL_2": "",
         "CODERAG_JOB_LEASE_S": LEASE_S,
         "CODERAG_PARSE_WORKERS": "1",
         "OMP_NUM_THREADS": "1",
     }
-    here = Path(os.environ["CODERAG_DATA_DIR"])
-    shared_database(here, db)
     for key, value in settings.items():
         if key != "REDIS_URL":
             monkeypatch.setenv(key, value)
     get_settings.cache_clear()
     reset_stores()
-    out = Cluster(tmp_path, settings, db)
+    out = Cluster(tmp_path, settings)
     yield out
     out.stop()
+    reset_stores()  # the engine's connections go before the database does
 
 
 def reference(name: str, url: str) -> None:
@@ -218,7 +211,6 @@ def test_two_worker_hosts_index_a_url_repository_as_one_process_does(
     cluster.start_host("host-a")
     cluster.start_host("host-b")
     api_dirs = host_dirs(tmp_path / "api")
-    shared_database(tmp_path / "api" / "data", cluster.db)
     with live_server(tmp_path / "api" / "data", **api_dirs, **cluster.settings) as base:
         client = httpx.Client(base_url=base, timeout=120)
         r = client.post("/repos", json={"name": "hosts", "url": remote})
@@ -232,6 +224,7 @@ def test_two_worker_hosts_index_a_url_repository_as_one_process_does(
         assert page.status_code == 200, page.text
         assert page.json()["lines"][0] == "def step_7_0(order, ledger):"
         assert (tmp_path / "api" / "data" / TREES_DIR / "hosts" / ".git").is_dir()
+    assert not list(tmp_path.glob("*/data/coderag.db")), "every process on PostgreSQL"
 
 
 @pytest.mark.slow
@@ -244,7 +237,6 @@ def test_a_host_killed_mid_index_loses_nothing(
     cluster.start_host("host-b")
     conn = Redis.from_url(redis_url)
     embedding = StartedJobRegistry(queue=Queue("embedder", connection=conn))
-    shared_database(tmp_path / "api" / "data", cluster.db)
     api_env = host_dirs(tmp_path / "api") | cluster.settings
     with live_server(tmp_path / "api" / "data", **api_env) as base:
         client = httpx.Client(base_url=base, timeout=120)
