@@ -3,7 +3,7 @@ source archives of ``bench/scale.json`` (Django 5.1.4 from PyPI; golang.org/x/to
 cloud.google.com/go and tokio from Debian), indexed by the API server and separate
 ``coderag worker`` processes through Redis, a ``chroma run`` server and the database.
 
-    python bench/scale_workers.py [--workers 2] [--max-lines N] [--one-encoder]
+    python bench/scale_workers.py [--workers 2] [--max-lines N] [--one-encoder] [--postgres]
                                   [--out bench/results/scale_workers.json]
 
 Each archive is fetched and checked against its sha256 (``bench/fetch.py``), every file the
@@ -15,13 +15,15 @@ as a worker on another host would.
 Each worker listens on every queue (``coderag worker parser embedder retriever``): a repository's
 chain is one job per stage, so two workers do not split one repository's parse or its vectors;
 they are what a second host is, a place for the next job and a survivor when one dies (see
-docs/SCALING.md). With ``CODERAG_DATABASE_URL`` set, every worker gets a data directory, HOME
-and TMPDIR of its own, sharing only the services; with SQLite they share the API's data
-directory, where the database file is.
+docs/SCALING.md). With ``CODERAG_DATABASE_URL`` set (or ``--postgres``, which starts a
+throwaway PostgreSQL server with the tests' settings: fsync off, so its writes cost less than a
+durable server's), every worker gets a data directory, HOME and TMPDIR of its own, sharing only
+the services; with SQLite they share the API's data directory, where the database file is.
 
 It records the load average before the run, the time to searchable and to complete (from
 ``POST /repos``), the peak RSS of every process (sampled every 0.5 s from /proc: the API server,
-each worker and the work horses and parser processes under it, Redis, Chroma), the database size
+each worker and the work horses and parser processes under it, Redis, Chroma, PostgreSQL when
+started here), the database size
 (the SQLite files, or ``pg_database_size``) and the Chroma server's folder, as JSON and as a
 table.
 """
@@ -49,7 +51,7 @@ from fault_procs import GIT_DATES, Server, ready_worker, stop_all  # noqa: E402
 from fetch import fetch  # noqa: E402
 from scale import TreeRss  # noqa: E402
 
-from tests.procs import RedisServer, start_chroma, stop, worker_env  # noqa: E402
+from tests.procs import RedisServer, free_port, start_chroma, stop, worker_env  # noqa: E402
 
 SCALE_FILE = BENCH / "scale.json"
 """The pinned archives the repository is made of, each under a folder of its name."""
@@ -164,6 +166,25 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     out["total_lines"] = sum(out["lines"].values())
     data = tmp / "api" / "data"
     data.mkdir(parents=True)
+    postgres = None
+    if args.postgres:
+        from tests.postgres import Postgres, binaries
+
+        postgres = Postgres(binaries() or Path("/usr/bin"), free_port())
+        postgres.start()
+        os.environ["CODERAG_DATABASE_URL"] = postgres.create("scale")
+    try:
+        return _measure(args, tmp, data, out, postgres)
+    finally:
+        if postgres is not None:
+            postgres.stop()
+
+
+def _measure(
+    args: argparse.Namespace, tmp: Path, data: Path, out: dict[str, Any], postgres: Any
+) -> dict[str, Any]:
+    """Start Redis, Chroma, the API server and the workers; index the repository and measure."""
+    work = tmp / "repo"
     redis = RedisServer(tmp / "redis", appendonly=False).start()
     chroma, chroma_url = start_chroma(tmp / "chroma")
     env = {
@@ -182,6 +203,9 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "redis": TreeRss(redis.proc.pid),
         "chroma": TreeRss(chroma.pid),
     }
+    if postgres is not None:  # the postmaster's pid heads its pid file; backends are its children
+        pid = int((postgres.data / "postmaster.pid").read_text().split()[0])
+        watched["postgresql"] = TreeRss(pid)
     separate = bool(os.environ.get("CODERAG_DATABASE_URL"))
     for i in range(1, args.workers + 1):
         extra = own_dirs(tmp / f"worker-{i}") if separate else {}
@@ -189,6 +213,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         watched[f"worker-{i}"] = TreeRss(proc.pid)
     try:
         client = httpx.Client(base_url=server.base, timeout=120)
+        out["load_at_post"] = os.getloadavg()  # the repository built, every process up
         t0 = time.perf_counter()
         r = client.post("/repos", json={"name": REPO, "url": work.as_uri()})
         if r.status_code != 202:
@@ -213,9 +238,11 @@ def report(out: dict[str, Any]) -> None:
     print(f"Corpus: {out['total_lines']:,} lines ({parts}); {state.get('files', 0):,} files, ")
     print(f"{state.get('units', 0):,} units; {out['workers']} worker processes.\n")
     load = ", ".join(f"{x:.2f}" for x in out["load_before"])
+    at_post = ", ".join(f"{x:.2f}" for x in out["load_at_post"])
     searchable, complete = out["searchable_s"], out["complete_s"]
     print("| measure | value |\n| --- | --- |")
     print(f"| load average before the run (1, 5, 15 min) | {load} |")
+    print(f"| load average at POST /repos, every process up | {at_post} |")
     print(f"| time to searchable | {searchable:.1f} s |" if searchable else "| searchable | no |")
     print(f"| time to complete | {complete:.1f} s |" if complete else "| complete | no |")
     kind, mb = out["database"]
@@ -240,6 +267,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2, help="coderag worker processes")
     ap.add_argument("--max-lines", type=int, help="copy about this many lines, for a quick look")
     ap.add_argument("--one-encoder", action="store_true", help="CODERAG_EMBED_MODEL_2= (MiniLM)")
+    ap.add_argument("--postgres", action="store_true", help="start a throwaway PostgreSQL")
     ap.add_argument("--timeout-h", type=float, default=6.0, help="give up after this long")
     ap.add_argument("--out", type=Path, default=BENCH / "results" / "scale_workers.json")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
