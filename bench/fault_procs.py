@@ -81,12 +81,13 @@ class Server:
             raise SystemExit(f"POST /repos {name}: {r.status_code} {r.text}")
 
 
-def ready_worker(log: Path) -> subprocess.Popen:
-    """A new ``coderag worker`` on every queue, once it listens."""
+def ready_worker(log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """A new ``coderag worker`` on every queue (with ``env``, this process's environment by
+    default), once it listens."""
     from redis import Redis
     from rq import Worker
 
-    proc = start_worker(worker_env(), log)
+    proc = start_worker(env or worker_env(), log)
     STARTED.append(proc)
     conn = Redis.from_url(os.environ["REDIS_URL"])
     while not any(w.pid == proc.pid for w in Worker.all(connection=conn)):

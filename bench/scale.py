@@ -53,11 +53,14 @@ QUERIES = [
 
 
 class TreeRss:
-    """Samples the resident memory of a process and its descendants, keeping the peak."""
+    """Samples the resident memory of a process and its descendants, keeping the peak of the
+    whole tree and of each process in it (by pid, with its command name)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.peak_tree_mb = 0.0
+        self.peaks_mb: dict[int, float] = {}
+        self.names: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -90,9 +93,21 @@ class TreeRss:
                 if p in seen:
                     continue
                 seen.add(p)
-                total += self._status_mb(p, "VmRSS")
+                rss = self._status_mb(p, "VmRSS")
+                total += rss
+                if p not in self.names:
+                    self.names[p] = self._name(p)
+                self.peaks_mb[p] = max(self.peaks_mb.get(p, 0.0), rss)
                 todo += self._children(p)
             self.peak_tree_mb = max(self.peak_tree_mb, total)
+
+    @staticmethod
+    def _name(pid: int) -> str:
+        """A process's command name (``comm``), or '?' once it is gone."""
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return "?"
 
     def server_peak_mb(self) -> float:
         """The server process's own high-water mark (VmHWM)."""

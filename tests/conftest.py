@@ -3,7 +3,6 @@ and a real redis-server and PostgreSQL server on free ports."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -91,17 +90,22 @@ def indexed(root: Path, name: str, sources: dict[str, str]) -> Iterator[TestClie
         yield client
 
 
-@pytest.fixture
-def sample_repo(tmp_path: Path) -> Path:
-    """A git repository holding the five language fixtures plus ignored and binary files."""
-    root = tmp_path / "sample"
-    root.mkdir()
+def copy_fixtures(root: Path) -> None:
+    """Copy every language fixture's sources to ``root/src/<language>/``."""
     for lang_dir in FIXTURES.iterdir():
         for src in lang_dir.iterdir():
             if src.name != "expected.json":
                 dest = root / "src" / lang_dir.name / src.name
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(src, dest)
+
+
+@pytest.fixture
+def sample_repo(tmp_path: Path) -> Path:
+    """A git repository holding the five language fixtures plus ignored and binary files."""
+    root = tmp_path / "sample"
+    root.mkdir()
+    copy_fixtures(root)
     (root / ".gitignore").write_text("secret/\n*.log\n")
     (root / "secret").mkdir()
     (root / "secret" / "keys.py").write_text("API_KEY = 'x'\n")
@@ -185,26 +189,12 @@ def db(database_target: Path | str) -> Iterator[Database]:
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real `chroma run` server on a free loopback port."""
-    binary = shutil.which("chroma") or str(Path(os.sys.executable).parent / "chroma")
-    port = _free_port()
-    path = tmp_path_factory.mktemp("chroma-server")
-    proc = subprocess.Popen(
-        [binary, "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    import httpx
+    from tests.procs import start_chroma
 
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(url + "/api/v2/heartbeat", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    else:
-        proc.terminate()
-        pytest.fail("chroma run did not start")
+    try:
+        proc, url = start_chroma(tmp_path_factory.mktemp("chroma-server"))
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     yield url
     proc.terminate()
     proc.wait(10)

@@ -83,3 +83,15 @@ def live_server(
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def wait_complete(client: httpx.Client, name: str, timeout: float = 600) -> dict:
+    """Poll /repos/NAME until the repository is complete (or failed); its last state."""
+    deadline = time.monotonic() + timeout
+    body: dict = {}
+    while time.monotonic() < deadline:
+        body = client.get(f"/repos/{name}").json()
+        if body["status"] == "error" or (body["status"] == "ready" and body["complete"]):
+            return body
+        time.sleep(0.5)
+    raise AssertionError(f"{name} not complete after {timeout:.0f} s: {body}")

@@ -33,12 +33,15 @@ def worker_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen:
-    """``coderag worker parser embedder retriever`` in its own process group."""
+def start_worker(
+    env: dict[str, str], log: Path, queues: tuple[str, ...] = QUEUES
+) -> subprocess.Popen:
+    """``coderag worker`` for ``queues`` (every queue of a chain by default) in its own process
+    group."""
     code = "import sys; from coderag_app.cli import main; sys.exit(main(sys.argv[1:]))"
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-c", code, "worker", *QUEUES],
+            [sys.executable, "-c", code, "worker", *queues],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -122,3 +125,27 @@ class RedisServer:
             self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
             self.proc.wait(30)
         self.proc = None
+
+
+def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
+    """A ``chroma run`` server keeping its data in ``path``, on a free loopback port, once it
+    answers; (the process, its URL)."""
+    import httpx
+
+    binary = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a process group of its own, which ``stop`` ends
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(url + "/api/v2/heartbeat", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.terminate()
+    raise RuntimeError("chroma run did not start")

@@ -3,38 +3,15 @@ and never a quietly empty vector route; /health reports it."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from coderag.settings import get_settings
 from coderag_app.server import create_app
-from tests.conftest import _free_port, wait_ready
-
-
-def _start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
-    binary = shutil.which("chroma") or str(Path(os.sys.executable).parent / "chroma")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [binary, "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if httpx.get(url + "/api/v2/heartbeat", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    pytest.fail("chroma run did not start")
+from tests.conftest import wait_ready
+from tests.procs import start_chroma
 
 
 @pytest.mark.slow
@@ -45,7 +22,7 @@ def test_chroma_down_is_503(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         'def process_order(order_id: str) -> bool:\n    """Process an order."""\n'
         "    return bool(order_id)\n"
     )
-    proc, url = _start_chroma(tmp_path / "chroma")
+    proc, url = start_chroma(tmp_path / "chroma")
     try:
         monkeypatch.setenv("CODERAG_CHROMA_URL", url)
         monkeypatch.setenv("CODERAG_EMBED_MODEL_2", "")

@@ -25,6 +25,7 @@ from redis import Redis
 from rq import Queue
 
 from tests.conftest import FIXTURES, commit_all
+from tests.liveserver import wait_complete
 
 ROOT = Path(__file__).resolve().parent.parent
 TAG = os.environ.get("CODERAG_COMPOSE_TAG", "")
@@ -59,13 +60,7 @@ class Suite:
 
     def wait_repo(self, client: httpx.Client, name: str, timeout: float = INDEX_TIMEOUT_S) -> dict:
         """Poll /repos/NAME through the gateway until it is ready (or failed)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            body = client.get(f"/repos/{name}").json()
-            if body["status"] == "error" or (body["status"] == "ready" and body["complete"]):
-                return body
-            time.sleep(0.5)
-        raise AssertionError(f"{name} not ready after {timeout:.0f} s: {body}")
+        return wait_complete(client, name, timeout)
 
 
 def _free_ports(n: int) -> list[int]:

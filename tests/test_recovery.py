@@ -30,7 +30,14 @@ LEASE_S = "10"
 
 def make_repo(root: Path, modules: int = 24) -> Path:
     """A repository of ``modules`` Python files of four functions each."""
-    (root / "svc").mkdir(parents=True)
+    write_stages(root, modules)
+    commit_all(git.Repo.init(root), "stages")
+    return root
+
+
+def write_stages(root: Path, modules: int) -> None:
+    """Write ``modules`` Python files of four functions each under ``root/svc``."""
+    (root / "svc").mkdir(parents=True, exist_ok=True)
     for m in range(modules):
         funcs = "\n\n".join(
             f"def step_{m}_{f}(order, ledger):\n"
@@ -40,8 +47,6 @@ def make_repo(root: Path, modules: int = 24) -> Path:
             for f in range(4)
         )
         (root / "svc" / f"stage_{m:03d}.py").write_text(funcs + "\n")
-    commit_all(git.Repo.init(root), "stages")
-    return root
 
 
 def finished_chain(repo: RepoOut) -> bool:

@@ -313,8 +313,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # imported here so that `coderag --help` and every other command start fast
     from coderag.deps import require_searchable
     from coderag.errors import InvalidInput
-    from coderag.file_ranges import repo_root
     from coderag.store import get_catalog
+    from coderag_parser import trees
     from coderag_retriever.selfscore import evaluate, render
 
     if args.limit < 1:
@@ -323,7 +323,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     catalog = get_catalog()
     require_searchable(catalog, args.name)
     _embed_in_process()  # commit questions run the whole search
-    root = repo_root(catalog, settings, args.name)
+    root = trees.root(catalog, settings, args.name)  # this host's clone, made if it has none
     report = evaluate(args.name, root if root.is_dir() else None, args.limit, settings)
     if args.json:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))

@@ -1,8 +1,13 @@
 """Read-only lines of an indexed file: the web page's file view and the MCP ``read_range`` tool.
-Only paths listed in the catalog are served, and only from inside the repository's own root."""
+Only paths listed in the catalog are served, and only from inside the repository's own root.
+
+A repository registered by URL is read from this host's clone; a host that runs no parser worker
+has none, and the service able to clone (the parser, ``coderag_parser.trees``) registers with
+``find_roots_with`` how to get one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -32,17 +37,30 @@ class FileRange(BaseModel):
     local_path: str | None = None
 
 
-def work_tree(state: RepoOut, data_dir: Path) -> Path:
-    """Where a repository's files are read: its local path, or its clone (a ref always has a
-    clone of its own, checked out at the ref)."""
-    if state.path and not state.ref_of:
-        return Path(state.path)
-    return data_dir / CLONES_DIR / state.name
+RootFinder = Callable[[RepoOut, Settings], Path]
+"""Given a repository registered by URL whose clone this host lacks, a directory holding its tree
+at the indexed commit."""
+
+_finder: RootFinder | None = None
+
+
+def find_roots_with(finder: RootFinder) -> None:
+    """Get the tree of a URL repository this host holds no clone of from ``finder``."""
+    global _finder
+    _finder = finder
 
 
 def repo_root(catalog: Catalog, settings: Settings, repo: str) -> Path:
-    """The directory a repository was indexed from (its path, or its clone)."""
-    return work_tree(catalog.get_repo(repo), settings.data_dir)
+    """The directory a repository was indexed from: its local path, this host's clone (a parser
+    worker here keeps it; a ref always has a clone of its own, at the ref), or else the tree the
+    registered finder gives."""
+    state = catalog.get_repo(repo)
+    if state.path and not state.ref_of:
+        return Path(state.path)
+    clone = settings.data_dir / CLONES_DIR / repo
+    if _finder is None or (clone / ".git").is_dir() or not state.url:
+        return clone
+    return _finder(state, settings)
 
 
 def read_range(

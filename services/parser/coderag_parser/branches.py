@@ -22,6 +22,7 @@ from coderag.settings import Settings
 from coderag.store import Catalog, get_vectors, refs
 from coderag_parser import origins
 from coderag_parser.gitsync import CLONES_DIR, open_repo
+from coderag_parser.trees import TREES_DIR
 
 router = APIRouter(tags=["repos"])
 
@@ -62,15 +63,18 @@ def _check_local_ref(root: Path, ref: str) -> None:
 
 
 def remove(catalog: Catalog, settings: Settings, key: str) -> None:
-    """Remove a repository or ref's vectors, rows and clone; a repository's refs go with it."""
+    """Remove a repository or ref's vectors, rows and this host's clones; a repository's refs
+    go with it (a parser worker on another host re-clones a name registered again from another
+    URL: ``gitsync.checkout``)."""
     keys = [key] if refs.is_ref_key(key) else [r.name for r in refs.of(catalog, key)] + [key]
     vectors = get_vectors(settings)
     for k in keys:
         vectors.drop(k)  # first: with Chroma down this is a 503 and nothing is lost
         catalog.delete_repo(k)
-        clone = settings.data_dir / CLONES_DIR / k
-        if clone.is_dir():
-            shutil.rmtree(clone, ignore_errors=True)
+        for folder in (CLONES_DIR, TREES_DIR):  # the parser's clone, a reader's clone
+            clone = settings.data_dir / folder / k
+            if clone.is_dir():
+                shutil.rmtree(clone, ignore_errors=True)
 
 
 @router.post("/repos/{name}/refs", status_code=202, responses=errors(400, 403, 404, 409, 503))

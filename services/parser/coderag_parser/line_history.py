@@ -14,10 +14,9 @@ from fastapi import APIRouter
 
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.errors import InvalidInput
-from coderag.file_ranges import work_tree
 from coderag.responses import errors
 from coderag.schemas import HistoryRequest, HistoryResponse, RangeHistory
-from coderag_parser import gitsync
+from coderag_parser import gitsync, trees
 
 MAX_LOG = 20
 """Most commits reported per range."""
@@ -137,9 +136,8 @@ def history(
     name: str, body: HistoryRequest, catalog: CatalogDep, settings: SettingsDep, _user: UserDep
 ) -> HistoryResponse:
     """Last commit of each range and, with ``log``, the commits that changed it in the window."""
-    repo = catalog.get_repo(name)
+    root = trees.root(catalog, settings, name)  # 404 for an unknown repository comes first
     since, until = _when(body.since, "since"), _when(body.until, "until")
-    root = work_tree(repo, settings.data_dir)
     if not has_history(root):
         return HistoryResponse(repo=name, has_history=False, ranges=[])
     out = []

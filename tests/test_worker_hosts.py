@@ -1,0 +1,315 @@
+"""Workers on several hosts: parser and embedder workers that share nothing but Redis,
+PostgreSQL, the Chroma server and the git remote index a repository registered by URL to the
+same result as an all-in-one index, and a host killed mid-index loses nothing; an API host with
+no clone serves file lines, line history and health at the indexed commit.
+
+A "host" is a set of processes with a data directory, HOME and TMPDIR of its own, none shared
+with another host or the API; hosts reach the services over loopback on their own ports (each in
+a network namespace of its own would need a bridge to reach them, and would test the kernel's
+routing rather than what the workers read from disk).
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import git
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from redis import Redis
+from rq import Queue, Worker
+from rq.registry import StartedJobRegistry
+
+from coderag.jobs import IndexRepo
+from coderag.queue import run_now
+from coderag.schemas import RepoOut
+from coderag.settings import get_settings
+from coderag.store import get_catalog, get_vectors, reset_stores
+from coderag_app.server import create_app
+from coderag_parser import gitsync
+from coderag_parser.trees import TREES_DIR
+from tests.conftest import commit_all, copy_fixtures, wait_ready
+from tests.liveserver import child_env, live_server, wait_complete
+from tests.postgres import Postgres
+from tests.procs import free_port, kill9, start_worker, stop
+from tests.test_incremental import snapshot
+from tests.test_recovery import write_stages
+
+QUERIES = [
+    "post the order to the ledger",
+    "step 3 of stage 7",
+    "user store cache",
+    "NewService constructor",
+]
+"""Queries whose /search results must be the same on both indexes."""
+
+LEASE_S = "10"
+"""A dead host's chain is started again after this many seconds without a heartbeat."""
+
+
+def published(work: Path, bare: Path, message: str) -> git.Repo:
+    """Commit everything in ``work`` on main and clone it to the bare repository ``bare``, which
+    becomes its ``origin``."""
+    repo = git.Repo.init(work)
+    repo.git.symbolic_ref("HEAD", "refs/heads/main")
+    commit_all(repo, message)
+    git.Repo.clone_from(str(work), bare, bare=True)
+    repo.create_remote("origin", str(bare))
+    return repo
+
+
+def bare_remote(tmp: Path, modules: int) -> Path:
+    """A bare repository of every language fixture plus ``modules`` Python files, one commit on
+    main, ready to serve over dumb HTTP (``git update-server-info``)."""
+    work = tmp / "work"
+    copy_fixtures(work)
+    write_stages(work, modules)
+    bare = tmp / "served" / "shop.git"
+    published(work, bare, "shop")
+    subprocess.run(["git", "-C", str(bare), "update-server-info"], check=True)
+    return bare
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        """Say nothing per request."""
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Iterator[str]:
+    """The git remote: a bare repository served read-only over HTTP on a loopback port (git's
+    dumb protocol; ``http`` is a kind of URL ``CODERAG_URL_SCHEMES`` can allow)."""
+    bare = bare_remote(tmp_path / "remote", modules=150)
+    handler = partial(_Quiet, directory=str(bare.parent))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/{bare.name}"
+    server.shutdown()
+    server.server_close()
+
+
+def host_dirs(root: Path) -> dict[str, str]:
+    """A host's own data directory, HOME and TMPDIR, as environment variables."""
+    for sub in ("data", "home", "tmp"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(root / "home"), "TMPDIR": str(root / "tmp")}
+
+
+class Cluster:
+    """The API server with a retriever worker on its host, and worker hosts that each run a
+    parser and an embedder worker; every process is stopped at the end."""
+
+    def __init__(self, tmp: Path, settings: dict[str, str]) -> None:
+        self.tmp, self.settings = tmp, settings
+        self.hosts: dict[str, list[subprocess.Popen]] = {}
+
+    def env(self, host: str) -> dict[str, str]:
+        """The environment of a process on ``host``."""
+        root = self.tmp / host
+        return child_env(root / "data", **host_dirs(root), **self.settings)
+
+    def start_host(self, host: str, queues: tuple[str, ...] = ("parser", "embedder")) -> None:
+        """Start one worker process per queue on ``host``."""
+        env = self.env(host)
+        log = self.tmp / f"{host}.log"
+        self.hosts[host] = [start_worker(env, log, (q,)) for q in queues]
+
+    def kill_host(self, host: str) -> None:
+        """SIGKILL every worker of ``host`` (and their work horses)."""
+        for proc in self.hosts.pop(host):
+            kill9(proc)
+
+    def host_of(self, pid: int) -> str | None:
+        """The host whose worker process has ``pid``."""
+        return next((h for h, ps in self.hosts.items() if any(p.pid == pid for p in ps)), None)
+
+    def stop(self) -> None:
+        """Stop every worker left."""
+        for procs in self.hosts.values():
+            for proc in procs:
+                stop(proc)
+
+
+@pytest.fixture
+def cluster(
+    tmp_path: Path,
+    redis_url: str,
+    chroma_server: str,
+    postgres: Postgres,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Cluster]:
+    """Settings shared by every process (Redis, Chroma, a fresh PostgreSQL database), this test
+    process on the same database and Chroma server, running jobs in-process (no REDIS_URL
+    here)."""
+    Redis.from_url(redis_url).flushdb()
+    settings = {
+        "REDIS_URL": redis_url,
+        "CODERAG_CHROMA_URL": chroma_server,
+        "CODERAG_DATABASE_URL": postgres.create(),
+        "CODERAG_URL_SCHEMES": "http",
+        "CODERAG_EMBED_MODEL_2": "",
+        "CODERAG_JOB_LEASE_S": LEASE_S,
+        "CODERAG_PARSE_WORKERS": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+    for key, value in settings.items():
+        if key != "REDIS_URL":
+            monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    reset_stores()
+    out = Cluster(tmp_path, settings)
+    yield out
+    out.stop()
+    reset_stores()  # the engine's connections go before the database does
+
+
+def reference(name: str, url: str) -> None:
+    """The all-in-one index of ``url``: every stage on this thread, in this process."""
+    get_catalog().create_repo(name, None, url, None)
+    run_now(IndexRepo(repo=name))
+    assert get_catalog().get_repo(name).complete
+
+
+def assert_same_index(client: httpx.Client, name: str, ref: str) -> None:
+    """The repository's index equals the reference's: units, symbols, calls, imports, files,
+    one current vector per unit in every space, and the same /search results."""
+    assert snapshot(name) == snapshot(ref)
+    for space in ("vector",):
+        assert get_vectors().hashes(name, space) == get_catalog().unit_hashes(name), space
+        assert get_vectors().count(name, space) == get_vectors().count(ref, space) > 600
+    for query in QUERIES:
+        got = [
+            [(h["file"], h["start_line"], h["end_line"], h["symbol"]) for h in r["results"]]
+            for r in (
+                client.post("/search", json={"query": query, "repo": repo, "top_k": 8}).json()
+                for repo in (name, ref)
+            )
+        ]
+        assert got[0] == got[1] and got[0], query
+
+
+def clones(root: Path, name: str) -> list[str]:
+    """The hosts under ``root`` holding a parser clone of ``name``."""
+    return sorted(p.name for p in root.iterdir() if (p / "data/repos" / name / ".git").is_dir())
+
+
+@pytest.mark.slow
+def test_two_worker_hosts_index_a_url_repository_as_one_process_does(
+    cluster: Cluster, remote: str, tmp_path: Path
+) -> None:
+    reference("ref1", remote)
+    cluster.start_host("api-host", ("retriever",))
+    cluster.start_host("host-a")
+    cluster.start_host("host-b")
+    api_dirs = host_dirs(tmp_path / "api")
+    with live_server(tmp_path / "api" / "data", **api_dirs, **cluster.settings) as base:
+        client = httpx.Client(base_url=base, timeout=120)
+        r = client.post("/repos", json={"name": "hosts", "url": remote})
+        assert r.status_code == 202, r.text
+        assert wait_complete(client, "hosts")["status"] == "ready"
+        assert_same_index(client, "hosts", "ref1")
+        assert get_catalog().get_repo("hosts").commit == get_catalog().get_repo("ref1").commit
+        # the API host never parsed: it clones into its readers' folder for the file view
+        assert clones(tmp_path, "hosts") in (["host-a"], ["host-b"])
+        page = client.get("/repos/hosts/file", params={"path": "svc/stage_007.py", "end": 2})
+        assert page.status_code == 200, page.text
+        assert page.json()["lines"][0] == "def step_7_0(order, ledger):"
+        assert (tmp_path / "api" / "data" / TREES_DIR / "hosts" / ".git").is_dir()
+    assert not list(tmp_path.glob("*/data/coderag.db")), "every process on PostgreSQL"
+
+
+@pytest.mark.slow
+def test_a_host_killed_mid_index_loses_nothing(
+    cluster: Cluster, remote: str, tmp_path: Path, redis_url: str
+) -> None:
+    reference("ref2", remote)
+    cluster.start_host("api-host", ("retriever",))
+    cluster.start_host("host-a")
+    cluster.start_host("host-b")
+    conn = Redis.from_url(redis_url)
+    embedding = StartedJobRegistry(queue=Queue("embedder", connection=conn))
+    api_env = host_dirs(tmp_path / "api") | cluster.settings
+    with live_server(tmp_path / "api" / "data", **api_env) as base:
+        client = httpx.Client(base_url=base, timeout=120)
+        assert client.post("/repos", json={"name": "killed", "url": remote}).status_code == 202
+        deadline = time.monotonic() + 300
+        while not (running := embedding.get_job_ids()):
+            assert time.monotonic() < deadline, client.get("/repos/killed").json()
+            time.sleep(0.05)
+        worker = next(w for w in Worker.all(connection=conn) if w.get_current_job_id() in running)
+        victim = cluster.host_of(worker.pid)
+        assert victim in ("host-a", "host-b"), worker.pid
+        cluster.kill_host(victim)  # mid-embedding: units recorded, vectors not all written
+        assert not get_catalog().get_repo("killed").complete
+        assert wait_complete(client, "killed")["status"] == "ready"
+        assert_same_index(client, "killed", "ref2")
+        survivor = "host-b" if victim == "host-a" else "host-a"
+        assert survivor in clones(tmp_path, "killed")
+
+
+def _remote_with_history(tmp: Path) -> tuple[Path, git.Repo]:
+    work = tmp / "work"
+    (work / "app").mkdir(parents=True)
+    (work / "app" / "ledger.py").write_text("def post(order):\n    return order.amount\n")
+    bare = tmp / "remote.git"
+    return bare, published(work, bare, "ledger")
+
+
+def test_an_api_host_without_a_clone_reads_lines_and_history_at_the_indexed_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bare, work = _remote_with_history(tmp_path)
+    monkeypatch.setenv("CODERAG_URL_SCHEMES", "file")
+    get_settings.cache_clear()
+    data = Path(os.environ["CODERAG_DATA_DIR"])
+    with TestClient(create_app()) as client:
+        r = client.post("/repos", json={"name": "remote", "url": bare.as_uri()})
+        assert r.status_code == 202, r.text
+        assert wait_ready(client, "remote")["status"] == "ready"
+        indexed = get_catalog().get_repo("remote").commit
+        # the parser's clone was on another host; the remote has moved on since the index
+        shutil.rmtree(data / gitsync.CLONES_DIR / "remote")
+        (Path(work.working_dir) / "app" / "ledger.py").write_text("def post(order):\n    pass\n")
+        commit_all(work, "pass")
+        work.git.push("origin", "main")
+        page = client.get("/repos/remote/file", params={"path": "app/ledger.py"})
+        assert page.status_code == 200, page.text
+        assert page.json()["lines"] == ["def post(order):", "    return order.amount"]
+        tree = data / TREES_DIR / "remote"
+        assert git.Repo(tree).head.commit.hexsha == indexed
+        history = client.post(
+            "/repos/remote/history",
+            json={"ranges": [{"file": "app/ledger.py", "start_line": 1, "end_line": 2}]},
+        ).json()
+        assert history["has_history"] and indexed.startswith(history["ranges"][0]["last"]["commit"])
+        health = client.get("/repos/remote/health").json()
+        assert health["up_to_date"] and health["head_commit"] == indexed
+        assert not (data / gitsync.CLONES_DIR / "remote").exists(), "readers leave it alone"
+
+
+def test_a_parser_clone_left_by_another_origin_is_cloned_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, _ = _remote_with_history(tmp_path / "one")
+    other = tmp_path / "two"
+    (other / "pkg").mkdir(parents=True)
+    (other / "pkg" / "main.go").write_text("package main\n\nfunc main() {}\n")
+    published(other, tmp_path / "two.git", "go")
+    monkeypatch.setenv("CODERAG_URL_SCHEMES", "file")
+    get_settings.cache_clear()
+    data = Path(os.environ["CODERAG_DATA_DIR"])
+    stale = gitsync.checkout(RepoOut(name="r", status="queued", url=first.as_uri()), data)
+    assert (stale / "app" / "ledger.py").is_file()
+    # the name was deleted on the API host and registered again with another URL
+    fresh = gitsync.checkout(RepoOut(name="r", status="queued", url=other.as_uri()), data)
+    assert fresh == stale and (fresh / "pkg" / "main.go").is_file()
+    assert not (fresh / "app").exists()
