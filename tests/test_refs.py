@@ -5,6 +5,7 @@ index, reads only the files that differ, equals a full index of its own tree, is
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import git
@@ -258,3 +259,46 @@ def test_a_push_to_a_ref_updates_that_ref_incrementally(
         default = client.post("/search", json={"query": "refund payment", "repo": "shop"})
         assert "refund_payment" not in [h["symbol"] for h in default.json()["results"]]
         assert client.get("/repos/shop").json()["commit"] != sha  # main did not move
+
+
+@pytest.mark.slow
+def test_mcp_tools_take_ref(tmp_path: Path, data_dir: Path) -> None:
+    import anyio
+    import httpx
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.liveserver import live_server
+    from tests.test_mcp import _data
+
+    root = tmp_path / "proj"
+    _repo(root)
+    with live_server(data_dir) as base:
+        body = {"name": "proj", "path": str(root), "refs": ["feature"]}
+        assert httpx.post(f"{base}/repos", json=body).status_code == 202
+        deadline = time.monotonic() + 300
+        while httpx.get(f"{base}/repos/proj/refs/feature").json()["complete"] is not True:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+
+        async def tools() -> None:
+            async with (
+                httpx2.AsyncClient(timeout=120) as http,
+                Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
+            ):
+                repos = _data(await c.call_tool("list_repos", {}))
+                assert [r["refs"] for r in repos] == [["feature"]]
+                query = {"query": "reconcile ledger entries", "repo": "proj", "top_k": 3}
+                hits = _data(await c.call_tool("search_code", {**query, "ref": "feature"}))
+                assert hits[0]["symbol"] == "reconcile_ledger_entries"
+                at_ref = {"repo": "proj", "file": "python/ledger.py", "ref": "feature"}
+                text = _data(await c.call_tool("read_range", at_ref))["text"]
+                assert "reconcile_ledger_entries" in text
+                missing = await c.call_tool("read_range", {**at_ref, "ref": None})
+                assert missing.is_error  # the default branch has no such file
+                found = {"repo": "proj", "prefix": "reconcile"}
+                assert _data(await c.call_tool("symbols", {**found, "ref": "feature"}))
+                assert not _data(await c.call_tool("symbols", found))
+
+        anyio.run(tools)

@@ -93,6 +93,11 @@ class Tools:
                 )
 
 
+def _ref(ref: str | None) -> dict[str, str]:
+    """The ``ref`` query parameter, when a ref is asked for."""
+    return {"ref": ref} if ref else {}
+
+
 def _files(body: Any) -> list[str]:
     if not isinstance(body, dict):
         return []
@@ -174,10 +179,16 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
 
     @mcp.tool()
     async def read_range(
-        repo: str, file: str, ctx: Context, start_line: int = 1, end_line: int | None = None
+        repo: str,
+        file: str,
+        ctx: Context,
+        start_line: int = 1,
+        end_line: int | None = None,
+        ref: str | None = None,
     ) -> dict[str, Any]:
-        """Lines start_line-end_line of an indexed file (as search_code names it), numbered."""
-        params: dict[str, Any] = {"path": file, "start": start_line}
+        """Lines start_line-end_line of an indexed file (as search_code names it), numbered;
+        ``ref`` reads it at another indexed branch or tag."""
+        params: dict[str, Any] = {"path": file, "start": start_line, **_ref(ref)}
         if end_line is not None:
             params["end"] = end_line
         body = await tools.call(
@@ -195,10 +206,16 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
 
     @mcp.tool()
     async def symbols(
-        repo: str, ctx: Context, prefix: str = "", kind: str | None = None, limit: int = 50
+        repo: str,
+        ctx: Context,
+        prefix: str = "",
+        kind: str | None = None,
+        limit: int = 50,
+        ref: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Definitions whose name starts with prefix, with FILE:start-end, references, tested."""
-        params: dict[str, Any] = {"q": prefix, "limit": limit}
+        """Definitions whose name starts with prefix, with FILE:start-end, references, tested
+        (``ref``: at another indexed branch or tag)."""
+        params: dict[str, Any] = {"q": prefix, "limit": limit, **_ref(ref)}
         if kind:
             params["kind"] = kind
         rows = await tools.call(
@@ -206,9 +223,12 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
         )
         return [{"range": _range(r), **r} for r in rows]
 
-    async def graph(ctx: Context, tool: str, repo: str, symbol: str, side: str) -> dict[str, Any]:
+    async def graph(
+        ctx: Context, tool: str, repo: str, symbol: str, side: str, ref: str | None
+    ) -> dict[str, Any]:
+        params = {"symbol": symbol, **_ref(ref)}
         body = await tools.call(
-            ctx, tool, repo, symbol, "GET", f"/repos/{repo}/calls", params={"symbol": symbol}
+            ctx, tool, repo, symbol, "GET", f"/repos/{repo}/calls", params=params
         )
         return {
             "unit": {"range": _range(body["unit"]), **body["unit"]},
@@ -216,14 +236,20 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
         }
 
     @mcp.tool()
-    async def callers(repo: str, symbol: str, ctx: Context) -> dict[str, Any]:
-        """Units that call the qualified symbol (e.g. Service.process), with FILE:start-end."""
-        return await graph(ctx, "callers", repo, symbol, "callers")
+    async def callers(
+        repo: str, symbol: str, ctx: Context, ref: str | None = None
+    ) -> dict[str, Any]:
+        """Units that call the qualified symbol (e.g. Service.process), with FILE:start-end
+        (``ref``: at another indexed branch or tag)."""
+        return await graph(ctx, "callers", repo, symbol, "callers", ref)
 
     @mcp.tool()
-    async def callees(repo: str, symbol: str, ctx: Context) -> dict[str, Any]:
-        """Units the qualified symbol calls, with FILE:start-end."""
-        return await graph(ctx, "callees", repo, symbol, "callees")
+    async def callees(
+        repo: str, symbol: str, ctx: Context, ref: str | None = None
+    ) -> dict[str, Any]:
+        """Units the qualified symbol calls, with FILE:start-end (``ref``: at another indexed
+        branch or tag)."""
+        return await graph(ctx, "callees", repo, symbol, "callees", ref)
 
     return mcp
 

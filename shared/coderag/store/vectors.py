@@ -12,7 +12,7 @@ own collection, never into a new repository of the same name.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -64,6 +64,25 @@ def _nearest(col: Any, vector: Sequence[float], n: int) -> list[tuple[str, float
 
 Registration = Callable[[str], str]
 """The current registration id of a repository name ('' when unknown or registered before ids)."""
+
+
+PAGE = 5000
+"""Vectors read per ``get`` of a whole collection: Chroma answers one unpaged ``get`` of more
+than about 32k vectors with SQLite's "too many SQL variables"."""
+
+
+def _pages(col: Any, include: list[str]) -> Iterator[dict[str, Any]]:
+    """A whole collection's ``get`` results, ``PAGE`` vectors at a time."""
+    offset = 0
+    while True:
+        try:
+            got = col.get(include=include, limit=PAGE, offset=offset)
+        except Exception as exc:
+            raise Unavailable(f"Chroma is not reachable: {exc}") from exc
+        yield got
+        if len(got["ids"]) < PAGE:
+            return
+        offset += PAGE
 
 
 def collection_name(repo: str, space: str, registration: str) -> str:
@@ -188,7 +207,7 @@ class VectorStore:
         col = self._collection(repo, create=False, space=space, registration=registration)
         if col is None:
             return set()
-        return set(col.get(include=[])["ids"])
+        return {i for got in _pages(col, []) for i in got["ids"]}
 
     def hashes(
         self, repo: str, space: str = "vector", registration: str | None = None
@@ -198,9 +217,9 @@ class VectorStore:
         col = self._collection(repo, create=False, space=space, registration=registration)
         if col is None:
             return {}
-        got = col.get(include=["metadatas"])
         return {
             i: str((m or {}).get("content_hash", ""))
+            for got in _pages(col, ["metadatas"])
             for i, m in zip(got["ids"], got["metadatas"], strict=True)
         }
 
