@@ -189,7 +189,7 @@ def test_refs_at_registration_tags_and_bad_input(
     data = tmp_path / "data"
     with TestClient(create_app()) as client:
         bad = client.post("/repos", json={"name": "proj", "path": str(root), "refs": ["nope"]})
-        assert bad.status_code == 400 and "nope" in bad.json()["detail"]
+        assert bad.status_code == 404 and "nope" in bad.json()["detail"]
         assert client.get("/repos").json() == []  # nothing half-registered
 
         parsed = _parsed_paths(monkeypatch)
@@ -209,7 +209,7 @@ def test_refs_at_registration_tags_and_bad_input(
         unknown = client.post("/search", json={"query": "x", "repo": "proj", "ref": "gone"})
         assert unknown.status_code == 404 and "POST /repos/proj/refs" in unknown.json()["detail"]
         assert client.post("/repos/proj/refs", json={"ref": "feature"}).status_code == 409
-        assert client.post("/repos/proj/refs", json={"ref": "no-such"}).status_code == 400
+        assert client.post("/repos/proj/refs", json={"ref": "no-such"}).status_code == 404
         assert client.post("/repos/proj/refs", json={"ref": "bad..name"}).status_code in (400, 422)
         assert client.delete("/repos/proj/refs/main").status_code in (400, 404)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -129,7 +129,7 @@ class RepoCreate(BaseModel):
         json_schema_extra={"pattern": BRANCH_PATTERN},
         description="A name `git check-ref-format --branch` accepts.",
     )
-    refs: list[str] = Field(
+    refs: list[Annotated[str, Field(json_schema_extra={"pattern": BRANCH_PATTERN})]] = Field(
         default_factory=list,
         max_length=MAX_REFS,
         description=f"Other branches or tags to index beside `branch` (at most {MAX_REFS}); "

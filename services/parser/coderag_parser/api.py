@@ -44,7 +44,7 @@ async def lifespan(_: FastAPI):
     yield
 
 
-@router.post("/repos", status_code=202, responses=errors(400, 403, 409, 503))
+@router.post("/repos", status_code=202, responses=errors(400, 403, 404, 409, 503))
 def create_repo(
     body: RepoCreate, catalog: CatalogDep, settings: SettingsDep, _user: AdminDep
 ) -> RepoAccepted:

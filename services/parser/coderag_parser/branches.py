@@ -13,7 +13,7 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
 from coderag.deps import AdminDep, CatalogDep, RepoNameDep, SettingsDep, UserDep
-from coderag.errors import InvalidInput, Unavailable
+from coderag.errors import InvalidInput, NotFound, Unavailable
 from coderag.jobs import IndexRepo
 from coderag.queue import enqueue
 from coderag.responses import errors
@@ -37,7 +37,8 @@ class RefAccepted(BaseModel):
 
 def check_refs(wanted: list[str], branch: str | None, path: str | None) -> list[str]:
     """The refs to register beside ``branch``, each a valid name (InvalidInput otherwise) and,
-    for a local repository, one it has (a URL's refs are checked when cloned)."""
+    for a local repository, one it has (NotFound otherwise; a URL's refs are checked when
+    cloned)."""
     if len(wanted) > MAX_REFS:
         raise InvalidInput(f"{len(wanted)} refs given; at most {MAX_REFS}")
     out = [origins.check_branch(r) for r in dict.fromkeys(wanted) if r != branch]
@@ -48,18 +49,18 @@ def check_refs(wanted: list[str], branch: str | None, path: str | None) -> list[
 
 
 def _check_local_ref(root: Path, ref: str) -> None:
-    """InvalidInput unless the local repository at ``root`` has a branch or tag ``ref``."""
+    """NotFound unless the local repository at ``root`` has a branch or tag ``ref``."""
     try:
         local = open_repo(root, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
-        raise InvalidInput(f"{root} is not a git repository, so it has no ref {ref!r}") from exc
+        raise NotFound(f"{root} is not a git repository, so it has no ref {ref!r}") from exc
     for target in (f"refs/heads/{ref}", f"refs/tags/{ref}", f"refs/remotes/origin/{ref}"):
         try:
             local.git.rev_parse("--verify", "--quiet", f"{target}^{{commit}}")
             return
         except git.GitCommandError:
             continue
-    raise InvalidInput(f"{root} has no branch or tag named {ref!r}")
+    raise NotFound(f"{root} has no branch or tag named {ref!r}")
 
 
 def remove(catalog: Catalog, settings: Settings, key: str) -> None:
