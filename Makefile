@@ -17,7 +17,7 @@ REPO ?= .
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install llm run test test-fast lint bench redis postgres browser engine wheelhouse wheel-sets base-image images \
+.PHONY: install llm run test test-fast lint bench redis postgres browser engine wheelhouse wheel-sets base-image postgres-base-image images \
 	compose-test
 
 install: $(STAMP)
@@ -78,7 +78,8 @@ DOCKER ?= docker
 TAG ?= dev
 WHEELHOUSE ?= wheelhouse
 BASE_IMAGE ?= coderag-base:bookworm
-IMAGES := redis chroma parser embedder retriever generator gateway
+IMAGES := redis chroma parser embedder retriever generator gateway postgres
+PG_BASE_IMAGE ?= coderag-postgres-base:bookworm
 # the Debian mirror apt already uses (first URI of the sources), for debootstrap
 DEBIAN_MIRROR ?= $(or $(shell grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$$)' \
 	/etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null | grep -oE 'https?://[^ ]+' | head -1),http://deb.debian.org/debian)
@@ -115,6 +116,15 @@ base-image: engine
 	  rm -rf build/rootfs/var/cache/apt/archives/*.deb build/rootfs/var/lib/apt/lists/*; \
 	  tar -C build/rootfs -c . | $(DOCKER) import - $(BASE_IMAGE); rm -rf build/rootfs )
 
+# Debian's PostgreSQL on its own debootstrap base: its maintainer scripts need the dependencies
+# apt resolves, which a handful of extracted .deb files (as the Redis image has) would not give
+postgres-base-image: engine
+	@$(DOCKER) image inspect $(PG_BASE_IMAGE) >/dev/null 2>&1 || ( set -e; rm -rf build/pgroot; \
+	  debootstrap --variant=minbase --include=postgresql-15 bookworm build/pgroot $(DEBIAN_MIRROR); \
+	  rm -rf build/pgroot/var/lib/postgresql/15/main build/pgroot/etc/postgresql/15/main \
+	    build/pgroot/var/cache/apt/archives/*.deb build/pgroot/var/lib/apt/lists/*; \
+	  tar -C build/pgroot -c . | $(DOCKER) import - $(PG_BASE_IMAGE); rm -rf build/pgroot )
+
 # each image's fully pinned package list and its own wheel folder (hard links), resolved offline
 # against the wheelhouse: an image's package layer is rebuilt only when its own list changes
 SETS ?= build
@@ -123,11 +133,12 @@ wheel-sets: wheelhouse
 
 # one image per service; the classic builder, as docker-compose 1.29 uses (layers are cached:
 # a code change rebuilds only the last two layers of each image)
-images: wheel-sets base-image
+images: wheel-sets base-image postgres-base-image
 	for t in $(IMAGES); do DOCKER_BUILDKIT=0 $(DOCKER) build -q -f deploy/Dockerfile \
-	  --build-arg BASE=$(BASE_IMAGE) --build-arg SETS=$(SETS) --target $$t \
+	  --build-arg BASE=$(BASE_IMAGE) --build-arg PG_BASE=$(PG_BASE_IMAGE) --build-arg SETS=$(SETS) \
+	  --target $$t \
 	  -t coderag-$$t:$(TAG) . >/dev/null || exit 1; done
 
 # the suite up on the host network (loopback ports), exercised through the gateway alone
 compose-test: install images
-	CODERAG_COMPOSE_TAG=$(TAG) $(PY) -m pytest -q tests/test_compose.py
+	CODERAG_COMPOSE_TAG=$(TAG) $(PY) -m pytest -q tests/test_compose.py tests/test_compose_hosts.py

@@ -31,7 +31,18 @@ ROOT = Path(__file__).resolve().parent.parent
 TAG = os.environ.get("CODERAG_COMPOSE_TAG", "")
 COMPOSE = os.environ.get("CODERAG_COMPOSE", "docker-compose").split()
 SECRET = "compose-test-secret"
-PORTS = ("REDIS", "CHROMA", "PARSER", "EMBEDDER", "RETRIEVER", "GENERATOR", "GATEWAY")
+PORTS = ("REDIS", "CHROMA", "PARSER", "EMBEDDER", "RETRIEVER", "GENERATOR", "GATEWAY", "DB")
+FILES = {
+    "sqlite": ("docker-compose.yml", "deploy/compose.test.yml"),
+    "postgresql": (
+        "docker-compose.yml",
+        "deploy/compose.test.yml",
+        "deploy/compose.postgres.yml",
+        "deploy/compose.postgres-test.yml",
+    ),
+}
+"""The compose files of each database the suite runs on (the shared SQLite volume, or the
+PostgreSQL container)."""
 UP_TIMEOUT_S = 600
 INDEX_TIMEOUT_S = 900
 RECOVERY_TIMEOUT_S = 900
@@ -50,10 +61,11 @@ class Suite:
     env: dict[str, str]
     repos: Path
     redis_url: str
+    database: str
 
     def compose(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run docker-compose on this project."""
-        cmd = [*COMPOSE, "-f", "docker-compose.yml", "-f", "deploy/compose.test.yml", *args]
+        cmd = [*COMPOSE, *(a for f in FILES[self.database] for a in ("-f", f)), *args]
         return subprocess.run(
             cmd, cwd=ROOT, env=self.env, check=check, capture_output=True, text=True
         )
@@ -77,9 +89,12 @@ def _logs(suite: Suite) -> str:
     return suite.compose("logs", "--no-color", "--tail", "40", check=False).stdout[-20000:]
 
 
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
-    """The whole suite up, healthy through the gateway; torn down with its volumes after."""
+@pytest.fixture(scope="module", params=list(FILES))
+def suite(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Suite]:
+    """The whole suite up on each database, healthy through the gateway; torn down with its
+    volumes after."""
     repos = tmp_path_factory.mktemp("repos")
     ports = dict(zip(PORTS, _free_ports(len(PORTS)), strict=True))
     env = {
@@ -88,10 +103,17 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         "CODERAG_TAG": TAG,
         "REPOS_DIR": str(repos),
         "CODERAG_WEBHOOK_SECRET": SECRET,
+        "CODERAG_DB_PASSWORD": "compose-test-db",
+        "CODERAG_DB_HOST": "127.0.0.1",
+        "CODERAG_DB_PORT": str(ports["DB"]),
         **{f"CR_{k}_PORT": str(v) for k, v in ports.items()},
     }
     s = Suite(
-        f"http://127.0.0.1:{ports['GATEWAY']}", env, repos, f"redis://127.0.0.1:{ports['REDIS']}/0"
+        f"http://127.0.0.1:{ports['GATEWAY']}",
+        env,
+        repos,
+        f"redis://127.0.0.1:{ports['REDIS']}/0",
+        request.param,
     )
     s.compose("up", "-d", "--no-build")
     try:
@@ -142,7 +164,7 @@ def test_gateway_health_shows_every_service_and_its_dependencies(suite: Suite) -
     assert set(body["services"]) == {"parser", "embedder", "retriever", "generator"}
     for name, service in body["services"].items():
         deps = service["dependencies"]
-        assert deps["sqlite"] == deps["chroma"] == deps["redis"] == "ok", (name, deps)
+        assert deps[suite.database] == deps["chroma"] == deps["redis"] == "ok", (name, deps)
     r = httpx.get(suite.base + "/nowhere", timeout=10)
     assert r.status_code == 404 and "/repos" in r.json()["detail"]
 

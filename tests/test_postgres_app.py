@@ -45,6 +45,8 @@ def test_index_search_ask_and_audit_on_postgresql(
     with indexed(tmp_path / "shop", "shop", SOURCES) as client:
         repo = client.get("/repos/shop").json()
         assert (repo["files"], repo["complete"]) == (2, True)
+        deps = client.get("/health").json()["dependencies"]
+        assert deps["postgresql"] == "ok" and "sqlite" not in deps, deps
         r = client.post(
             "/search",
             json={"query": "where is an order created", "repo": "shop", "top_k": 3},

@@ -17,7 +17,8 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -197,6 +198,24 @@ def assert_same_index(client: httpx.Client, name: str, ref: str) -> None:
         assert got[0] == got[1] and got[0], query
 
 
+@contextmanager
+def api_host(cluster: Cluster, tmp: Path) -> Iterator[httpx.Client]:
+    """The API server on a host of its own, on the cluster's services; a client of it."""
+    env = host_dirs(tmp / "api") | cluster.settings
+    with live_server(tmp / "api" / "data", **env) as base:
+        yield httpx.Client(base_url=base, timeout=120)
+
+
+def index_like(client: httpx.Client, name: str, remote: str, ref: str) -> None:
+    """Register ``remote`` as ``name``, wait until its index completes and check that it equals
+    the reference index ``ref``, at the same commit."""
+    r = client.post("/repos", json={"name": name, "url": remote})
+    assert r.status_code == 202, r.text
+    assert wait_complete(client, name)["status"] == "ready"
+    assert_same_index(client, name, ref)
+    assert get_catalog().get_repo(name).commit == get_catalog().get_repo(ref).commit
+
+
 def clones(root: Path, name: str) -> list[str]:
     """The hosts under ``root`` holding a parser clone of ``name``."""
     return sorted(p.name for p in root.iterdir() if (p / "data/repos" / name / ".git").is_dir())
@@ -210,14 +229,8 @@ def test_two_worker_hosts_index_a_url_repository_as_one_process_does(
     cluster.start_host("api-host", ("retriever",))
     cluster.start_host("host-a")
     cluster.start_host("host-b")
-    api_dirs = host_dirs(tmp_path / "api")
-    with live_server(tmp_path / "api" / "data", **api_dirs, **cluster.settings) as base:
-        client = httpx.Client(base_url=base, timeout=120)
-        r = client.post("/repos", json={"name": "hosts", "url": remote})
-        assert r.status_code == 202, r.text
-        assert wait_complete(client, "hosts")["status"] == "ready"
-        assert_same_index(client, "hosts", "ref1")
-        assert get_catalog().get_repo("hosts").commit == get_catalog().get_repo("ref1").commit
+    with api_host(cluster, tmp_path) as client:
+        index_like(client, "hosts", remote, "ref1")
         # the API host never parsed: it clones into its readers' folder for the file view
         assert clones(tmp_path, "hosts") in (["host-a"], ["host-b"])
         page = client.get("/repos/hosts/file", params={"path": "svc/stage_007.py", "end": 2})
@@ -235,25 +248,44 @@ def test_a_host_killed_mid_index_loses_nothing(
     cluster.start_host("api-host", ("retriever",))
     cluster.start_host("host-a")
     cluster.start_host("host-b")
-    conn = Redis.from_url(redis_url)
-    embedding = StartedJobRegistry(queue=Queue("embedder", connection=conn))
-    api_env = host_dirs(tmp_path / "api") | cluster.settings
-    with live_server(tmp_path / "api" / "data", **api_env) as base:
-        client = httpx.Client(base_url=base, timeout=120)
+    with api_host(cluster, tmp_path) as client:
         assert client.post("/repos", json={"name": "killed", "url": remote}).status_code == 202
-        deadline = time.monotonic() + 300
-        while not (running := embedding.get_job_ids()):
-            assert time.monotonic() < deadline, client.get("/repos/killed").json()
-            time.sleep(0.05)
-        worker = next(w for w in Worker.all(connection=conn) if w.get_current_job_id() in running)
-        victim = cluster.host_of(worker.pid)
-        assert victim in ("host-a", "host-b"), worker.pid
-        cluster.kill_host(victim)  # mid-embedding: units recorded, vectors not all written
-        assert not get_catalog().get_repo("killed").complete
-        assert wait_complete(client, "killed")["status"] == "ready"
+
+        def kill(worker: Worker) -> str:
+            host = cluster.host_of(worker.pid)
+            assert host in ("host-a", "host-b"), worker.pid
+            cluster.kill_host(host)
+            return host
+
+        victim = kill_mid_embedding(client, Redis.from_url(redis_url), "killed", kill)
         assert_same_index(client, "killed", "ref2")
         survivor = "host-b" if victim == "host-a" else "host-a"
         assert survivor in clones(tmp_path, "killed")
+
+
+def kill_mid_embedding(
+    client: httpx.Client, conn: Redis, name: str, kill: Callable[[Worker], str]
+) -> str:
+    """Wait until a worker embeds, ``kill`` it (which says the host it was on) while ``name``'s
+    vectors are not all written, and wait until the index completes all the same; the host."""
+    embedding = StartedJobRegistry(queue=Queue("embedder", connection=conn))
+    deadline = time.monotonic() + 300
+    # the registry lists a job a moment before its worker names it as its current job
+    while not (worker := _embedding_worker(embedding, conn)):
+        assert time.monotonic() < deadline, client.get(f"/repos/{name}").json()
+        time.sleep(0.05)
+    host = kill(worker)
+    assert not get_catalog().get_repo(name).complete
+    assert wait_complete(client, name)["status"] == "ready"
+    return host
+
+
+def _embedding_worker(embedding: StartedJobRegistry, conn: Redis) -> Worker | None:
+    """The worker running an embedder job now, if any."""
+    running = embedding.get_job_ids()
+    if not running:
+        return None
+    return next((w for w in Worker.all(connection=conn) if w.get_current_job_id() in running), None)
 
 
 def _remote_with_history(tmp: Path) -> tuple[Path, git.Repo]:
@@ -264,13 +296,19 @@ def _remote_with_history(tmp: Path) -> tuple[Path, git.Repo]:
     return bare, published(work, bare, "ledger")
 
 
+def _file_remote(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, git.Repo, Path]:
+    """A remote with history that the app may clone (``file://`` allowed); (the bare
+    repository, the work tree that pushes to it, the app's data directory)."""
+    bare, work = _remote_with_history(tmp)
+    monkeypatch.setenv("CODERAG_URL_SCHEMES", "file")
+    get_settings.cache_clear()
+    return bare, work, Path(os.environ["CODERAG_DATA_DIR"])
+
+
 def test_an_api_host_without_a_clone_reads_lines_and_history_at_the_indexed_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bare, work = _remote_with_history(tmp_path)
-    monkeypatch.setenv("CODERAG_URL_SCHEMES", "file")
-    get_settings.cache_clear()
-    data = Path(os.environ["CODERAG_DATA_DIR"])
+    bare, work, data = _file_remote(tmp_path, monkeypatch)
     with TestClient(create_app()) as client:
         r = client.post("/repos", json={"name": "remote", "url": bare.as_uri()})
         assert r.status_code == 202, r.text
@@ -313,3 +351,23 @@ def test_a_parser_clone_left_by_another_origin_is_cloned_again(
     fresh = gitsync.checkout(RepoOut(name="r", status="queued", url=other.as_uri()), data)
     assert fresh == stale and (fresh / "pkg" / "main.go").is_file()
     assert not (fresh / "app").exists()
+
+
+def test_a_parse_removes_this_hosts_clones_of_names_deleted_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bare, _, data = _file_remote(tmp_path, monkeypatch)
+    clones_dir = data / gitsync.CLONES_DIR
+    with TestClient(create_app()) as client:
+        for name in ("kept", "gone"):
+            r = client.post("/repos", json={"name": name, "url": bare.as_uri()})
+            assert r.status_code == 202, r.text
+            assert wait_ready(client, name)["status"] == "ready"
+        saved = tmp_path / "saved"
+        shutil.copytree(clones_dir / "gone", saved)
+        assert client.delete("/repos/gone").status_code == 204
+        # a parser worker on another host still holds its clone of the deleted name
+        shutil.copytree(saved, clones_dir / "gone")
+        assert client.post("/repos/kept/reindex").status_code == 202
+        assert wait_ready(client, "kept")["status"] == "ready"
+        assert sorted(p.name for p in clones_dir.iterdir()) == ["kept"]

@@ -1,5 +1,5 @@
 """``coderag`` command line: index, search, ask, serve, worker, export-audit, settings; repos,
-reindex, health and mcp (``commands.py``)."""
+reindex, health, mcp and copy-database (``commands.py``)."""
 
 from __future__ import annotations
 
@@ -267,9 +267,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     stop = threading.Event()  # every worker also restarts indexing whose worker died
     threading.Thread(target=heal_forever, args=(settings, stop), daemon=True).start()
     try:
-        Worker([Queue(q, connection=conn) for q in args.queues], connection=conn).work(
-            with_scheduler=True, burst=args.burst
-        )
+        queues = [Queue(q, connection=conn) for q in args.queues]
+        Worker(queues, connection=conn, name=args.name).work(with_scheduler=True, burst=args.burst)
     finally:
         stop.set()
     return 0
@@ -371,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("worker", help=cmd_worker.__doc__)
     s.add_argument("queues", nargs="+", choices=["parser", "embedder", "retriever", "generator"])
     s.add_argument("--burst", action="store_true", help="exit when the queues are empty")
+    s.add_argument(
+        "--name", help="the worker's name in Redis (unique; default a random one), e.g. its host's"
+    )
     s.set_defaults(func=cmd_worker)
     s = sub.add_parser("export-audit", help=cmd_export_audit.__doc__)
     s.add_argument("--since")

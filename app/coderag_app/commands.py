@@ -1,10 +1,11 @@
-"""The CLI's repository and agent commands: ``repos``, ``reindex``, ``health`` and ``mcp``, each
-with ``--json`` where a script reads the output."""
+"""The CLI's repository, agent and database commands: ``repos``, ``reindex``, ``health``, ``mcp``
+and ``copy-database``, each with ``--json`` where a script reads the output."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from coderag.settings import get_settings
@@ -118,6 +119,28 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_copy_database(args: argparse.Namespace) -> int:
+    """Copy the catalog, audit log and sessions into a new, empty database (e.g. PostgreSQL)."""
+    # imported here so that `coderag --help` and every other command start fast
+    from pathlib import Path
+
+    from coderag_app.transfer import copy_database
+
+    source = args.source or get_settings().database
+    if isinstance(source, str) and "://" not in source:
+        source = Path(source).expanduser()
+    if "://" not in args.to:
+        print(
+            "error: --to takes a database URL, e.g. postgresql://user@host/coderag", file=sys.stderr
+        )
+        return 2
+    counts = copy_database(source, args.to)  # main() prints a CoderagError and exits 2
+    lines = [f"{table:<20} {n:>9} rows" for table, n in counts.items()]
+    lines.append(f"copied {sum(counts.values())} rows; set CODERAG_DATABASE_URL to the target")
+    _emit(args, counts, lines)
+    return 0
+
+
 def add_commands(sub: Any) -> None:
     """Add this module's subcommands to the CLI's subparsers."""
     s = sub.add_parser("repos", help=cmd_repos.__doc__)
@@ -136,3 +159,12 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--token", help="API token for that server (CODERAG_API_TOKENS)")
     s.add_argument("--user", help="user name for the audit log (default: stdio-<OS user>)")
     s.set_defaults(func=cmd_mcp)
+    s = sub.add_parser("copy-database", help=cmd_copy_database.__doc__)
+    s.add_argument("--to", required=True, help="the target's URL: postgresql://user:pw@host/db")
+    s.add_argument(
+        "--from",
+        dest="source",
+        help="a SQLite file or database URL (default: this data directory's database)",
+    )
+    s.add_argument("--json", action="store_true", help="print the rows copied per table as JSON")
+    s.set_defaults(func=cmd_copy_database)

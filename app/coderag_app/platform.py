@@ -19,9 +19,9 @@ def health(settings: SettingsDep, catalog: CatalogDep) -> dict:
     deps: dict[str, str] = {}
     try:
         catalog.db.ping()
-        deps["sqlite"] = "ok"
+        deps[catalog.db.dialect] = "ok"  # "sqlite" or "postgresql"
     except Exception as exc:
-        deps["sqlite"] = f"error: {exc}"
+        deps[catalog.db.dialect] = f"error: {exc}"
     deps["chroma"] = "ok" if get_vectors(settings).heartbeat() else "unreachable"
     if settings.redis_url:
         try:

@@ -69,7 +69,7 @@ def create_repo(
 @router.get("/repos")
 def list_repos(catalog: CatalogDep, _user: UserDep) -> list[RepoOut]:
     """Every repository, each with its refs."""
-    return [refs.with_refs(catalog, r) for r in catalog.list_repos() if not r.ref_of]
+    return refs.listed(catalog.list_repos())
 
 
 @router.get("/repos/{name}", responses=errors(400, 404))

@@ -57,6 +57,19 @@ def checkout(repo: RepoOut, data_dir: Path) -> Path:
     return dest
 
 
+def prune(data_dir: Path, registered: set[str]) -> list[str]:
+    """Remove this host's clones of names no longer registered, and say which: the API's DELETE
+    removes the clones of its own host only, so a parser worker on another host tidies its own
+    folder before each parse."""
+    root = data_dir / CLONES_DIR
+    if not root.is_dir():
+        return []
+    gone = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name not in registered)
+    for name in gone:
+        shutil.rmtree(root / name, ignore_errors=True)
+    return gone
+
+
 def clone_limits() -> dict[str, Any]:
     """``gitrun.run_limited``'s keyword arguments under the settings: the transports
     ``CODERAG_URL_SCHEMES`` allows, ``CODERAG_GIT_TIMEOUT`` and ``CODERAG_MAX_CLONE_BYTES``."""

@@ -96,6 +96,7 @@ def _index(
     whether the whole tree was walked, the directory indexed)."""
     name = repo.name
     catalog.update_repo(name, reg, **fields)
+    gitsync.prune(settings.data_dir, catalog.names())
     root = gitsync.checkout(repo, settings.data_dir)
     commit = gitsync.head_commit(root)
     extra = [p.strip() for p in settings.exclude.split(",") if p.strip()]

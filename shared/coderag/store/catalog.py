@@ -115,9 +115,18 @@ class Catalog:
             raise NotFound(f"no repository named {name!r}; POST /repos to add it")
         return rows[0]["uid"] or ""
 
-    def list_repos(self) -> list[RepoOut]:
-        """All repositories, by name."""
-        return [_repo_out(r) for r in self.db.read("SELECT * FROM repos ORDER BY name")]
+    def names(self) -> set[str]:
+        """The names of every repository and ref."""
+        return {r["name"] for r in self.db.read("SELECT name FROM repos")}
+
+    def list_repos(self, ref_of: str | None = None) -> list[RepoOut]:
+        """All repositories and refs, by name; with ``ref_of``, that repository's refs, by ref."""
+        if ref_of is None:
+            return [_repo_out(r) for r in self.db.read("SELECT * FROM repos ORDER BY name")]
+        rows = self.db.read(
+            "SELECT * FROM repos WHERE ref_of=:name ORDER BY branch", {"name": ref_of}
+        )
+        return [_repo_out(r) for r in rows]
 
     def update_repo(self, name: str, registration: str | None = None, **fields: object) -> None:
         """Set columns of a repository row; with ``registration``, only of that registration

@@ -1,20 +1,32 @@
 """Schema migrations: Alembic's revisions in ``migrations/versions``, run to the head revision by
 the process that opens the database first (``Database`` runs ``upgrade`` inside a write, so the
-write lock keeps concurrent startups from racing)."""
+write lock keeps concurrent startups from racing); and a catalog's move to another database at
+the same revision (``copy_rows``, for ``coderag copy-database``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
+import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from coderag.errors import Conflict, InvalidInput
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 """Alembic's script directory, shipped inside the package."""
+
+VERSION_TABLE = "alembic_version"
+"""Alembic's bookkeeping table, which a copy leaves to each database's own migrations."""
+
+BATCH = 5000
+"""Rows a copy reads and inserts at a time (a million-line index holds millions of rows)."""
 
 
 def config(connection: Connection | None = None) -> Config:
@@ -41,3 +53,75 @@ def upgrade(connection: Connection) -> None:
     database made before migrations existed is completed to the first revision and stamped."""
     if current(connection) != heads():
         command.upgrade(config(connection), "head")
+
+
+def tables(bind: Engine | Connection) -> list[sa.Table]:
+    """The database's tables but Alembic's, in an order that inserts each after those it refers
+    to."""
+    meta = sa.MetaData()
+    meta.reflect(bind)
+    return [t for t in meta.sorted_tables if t.name != VERSION_TABLE]
+
+
+def copy_rows(source: Connection, target: Connection) -> dict[str, int]:
+    """Insert every row of the ``source`` database (read in one snapshot) into the ``target``,
+    inside the transaction ``target`` is in, both at the head revision; the rows per table.
+    Conflict when the target holds rows (merging two catalogs would mix two histories of the
+    same names), InvalidInput when a row does not fit the target."""
+    wanted = tables(target)
+    for table in wanted:
+        held = target.execute(sa.select(sa.func.count()).select_from(table)).scalar()
+        if held:
+            raise Conflict(
+                f"the target database already holds {held} rows in {table.name!r}: "
+                "copy into a new, empty database"
+            )
+    counts: dict[str, int] = {}
+    _snapshot(source)
+    try:
+        for table in wanted:
+            counts[table.name] = 0
+            try:
+                for rows in _batches(source, table):
+                    target.execute(table.insert(), rows)
+                    counts[table.name] += len(rows)
+            except DBAPIError as error:
+                raise InvalidInput(
+                    f"a row of {table.name!r} does not fit the target, so nothing was copied: "
+                    f"{error.orig}"
+                ) from error
+    finally:
+        source.rollback()
+    if target.dialect.name == "postgresql":
+        _restart_identities(target, wanted)
+    return counts
+
+
+def _snapshot(conn: Connection) -> None:
+    """Begin a read transaction on ``conn`` that sees one state of the source throughout."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN")  # the engine runs reads in autocommit otherwise
+    else:
+        conn.execution_options(isolation_level="REPEATABLE READ")
+        conn.begin()
+
+
+def _batches(conn: Connection, table: sa.Table) -> Iterator[list[dict]]:
+    """The source's rows of ``table`` (only the target's columns), ``BATCH`` at a time."""
+    names = [c.name for c in table.columns]
+    query = sa.select(*(sa.column(n) for n in names)).select_from(sa.table(table.name))
+    result = conn.execute(query.execution_options(stream_results=True))
+    while chunk := result.fetchmany(BATCH):
+        yield [dict(zip(names, row, strict=True)) for row in chunk]
+
+
+def _restart_identities(conn: Connection, copied: list[sa.Table]) -> None:
+    """Move each identity column's sequence past the ids copied, so the next insert does not
+    reuse one (an explicit id does not advance PostgreSQL's sequence; a column without one
+    gives NULL, which ``setval`` ignores)."""
+    for table in copied:
+        for column in table.primary_key.columns:
+            if isinstance(column.type, sa.Integer):
+                sequence = sa.func.pg_get_serial_sequence(table.name, column.name)
+                after = sa.func.coalesce(sa.func.max(column), 0) + 1
+                conn.execute(sa.select(sa.func.setval(sequence, after, False)))

@@ -18,14 +18,15 @@ import uuid
 
 from coderag.errors import Conflict, NotFound
 from coderag.schemas import RefOut, RepoOut, unit_id
-from coderag.store.catalog import Catalog, now_iso
+from coderag.store.catalog import FILE_TABLES, Catalog, now_iso
 from coderag.store.database import Database, Tx
 
 SEPARATOR = "@"
 """Between a repository's name and its ref's slug in the ref's key."""
 
-COPIED_TABLES = ("files", "imports", "file_history", "skipped_files")
-"""Tables forked row for row (only ``repo`` changes); units, symbols and calls change ids."""
+UNIT_ID_COLUMNS = {"units": "id", "symbols": "unit_id", "calls": "caller_id"}
+"""The column of each file table that holds a unit's id, which names its repository, so a fork
+gives it the ref's id; the other file tables are forked row for row (only ``repo`` changes)."""
 
 
 def ref_key(name: str, ref: str) -> str:
@@ -74,10 +75,7 @@ def add(catalog: Catalog, name: str, ref: str) -> RepoOut:
 
 def of(catalog: Catalog, name: str) -> list[RepoOut]:
     """The refs registered for repository ``name``, by ref."""
-    rows = catalog.db.read(
-        "SELECT name FROM repos WHERE ref_of=:name ORDER BY branch", {"name": name}
-    )
-    return [catalog.get_repo(r["name"]) for r in rows]
+    return catalog.list_repos(ref_of=name)
 
 
 def indexing(repo: RepoOut) -> bool:
@@ -146,6 +144,26 @@ def with_refs(catalog: Catalog, repo: RepoOut) -> RepoOut:
     return repo.model_copy(update={"refs": [ref_out(r) for r in of(catalog, repo.name)]})
 
 
+def listed(repos: list[RepoOut]) -> list[RepoOut]:
+    """The repositories among ``repos`` (every row, refs included, as one read gives them),
+    each with its refs listed by ref."""
+    children: dict[str, list[RepoOut]] = {}
+    for r in repos:
+        if r.ref_of:
+            children.setdefault(r.ref_of, []).append(r)
+    return [
+        r.model_copy(
+            update={"refs": [ref_out(x) for x in sorted(children.get(r.name, []), key=_by_ref)]}
+        )
+        for r in repos
+        if not r.ref_of
+    ]
+
+
+def _by_ref(repo: RepoOut) -> str:
+    return repo.branch or ""
+
+
 def fork(db: Database, parent: str, key: str) -> bool:
     """Copy repository ``parent``'s index under ``key`` at the parent's commit, when the parent
     is complete, no chain is writing it and ``key`` holds nothing yet; returns whether it
@@ -163,8 +181,6 @@ def fork(db: Database, parent: str, key: str) -> bool:
             return False
         if conn.execute("SELECT 1 FROM files WHERE repo=:key LIMIT 1", {"key": key}).fetchone():
             return False
-        for table in COPIED_TABLES:
-            _copy_rows(conn, table, parent, key, {})
         ids = {
             r["id"]: unit_id(key, r["file"], r["start_line"], r["end_line"], r["symbol"])
             for r in conn.execute(
@@ -172,9 +188,9 @@ def fork(db: Database, parent: str, key: str) -> bool:
                 {"parent": parent},
             )
         }
-        _copy_rows(conn, "units", parent, key, {"id": ids})
-        _copy_rows(conn, "symbols", parent, key, {"unit_id": ids})
-        _copy_rows(conn, "calls", parent, key, {"caller_id": ids})
+        for table in FILE_TABLES:
+            column = UNIT_ID_COLUMNS.get(table)
+            _copy_rows(conn, table, parent, key, {column: ids} if column else {})
         conn.execute(
             "UPDATE repos SET commit_sha=:commit, dirty=:dirty WHERE name=:key",
             {"commit": row["commit_sha"], "dirty": row["dirty"], "key": key},
