@@ -16,7 +16,7 @@ from coderag import chain
 from coderag.jobs import IndexRepo
 from coderag.schemas import Unit
 from coderag.store import get_catalog
-from coderag_parser import line_history, parsing, tasks
+from coderag_parser import file_rows, line_history, parsing, tasks
 
 SOURCE = '''"""Prices."""
 
@@ -92,7 +92,7 @@ def make_repo(root: Path, case: str) -> tuple[str, str, str]:
 
 def parsed_units(root: Path, rel: str) -> dict[str, Unit]:
     """The units the parser cuts from ``rel``, by symbol."""
-    out = parsing.parse_file(("facts", str(root), rel, "python", 1 << 20, ""))
+    out = file_rows.parse_file(("facts", str(root), rel, "python", 1 << 20, ""))
     return {u["symbol"]: Unit(**u) for u in out["units"]}
 
 

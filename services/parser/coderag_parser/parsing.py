@@ -5,19 +5,15 @@ on a long history ``git blame`` costs more than the parse, and search does not n
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
 
 from coderag import chain
-from coderag.redact import redact
 from coderag_parser import gitsync
-from coderag_parser.files import read_source
-from coderag_parser.units import parse_source
+from coderag_parser.file_rows import parse_file
 
 log = logging.getLogger(__name__)
 
@@ -26,53 +22,6 @@ POOL_MIN_FILES = 64
 
 MAX_POOL_CRASHES = 20
 """Parser processes that may die in one batch before the rest is parsed in this process."""
-
-
-def parse_file(args: tuple[str, str, str, str, int, str]) -> dict[str, Any]:
-    """Parse one file: (repo, root, path, language, max_bytes, deprecation markers) -> its rows,
-    or a skip."""
-    repo, root, path, language, max_bytes, markers = args
-    text, reason = read_source(Path(root) / path, max_bytes)
-    if text is None:
-        return {"path": path, "skip": reason}
-    text, _ = redact(text, path)  # what is parsed is what gets stored, embedded and shown
-    try:
-        parsed = parse_source(repo, path, language, text, markers)
-    except RecursionError:
-        log.warning("%s: %s nests too deeply to parse; skipped", repo, path)
-        return {"path": path, "skip": "too_deep"}
-    except Exception:
-        log.warning("%s: parsing %s failed; skipped", repo, path, exc_info=True)
-        return {"path": path, "skip": "parse_error"}
-    starts = [(u.start_line, u.end_line, u.id) for u in parsed.units]
-
-    def unit_at(line: int) -> str | None:
-        return next((uid for s, e, uid in starts if s <= line <= e), None)
-
-    return {
-        "path": path,
-        "language": language,
-        "lines": text.count("\n") + 1,
-        "sha": hashlib.sha1(text.encode("utf-8")).hexdigest(),
-        "units": [u.model_dump() for u in parsed.units],
-        "symbols": [
-            (
-                path,
-                s["name"],
-                s["qualified"],
-                s["kind"],
-                s["start_line"],
-                s["end_line"],
-                unit_at(s["start_line"]),
-            )
-            for s in parsed.symbols
-        ],
-        "calls": [
-            (path, c["caller"], c["callee"], c["receiver"], c["receiver_type"], c["line"])
-            for c in parsed.calls
-        ],
-        "imports": [(path, m) for m in dict.fromkeys(parsed.imports)],
-    }
 
 
 def blame_file(args: tuple[str, str, list[tuple[str, int, int]]]) -> list[tuple[str, ...]]:

@@ -66,12 +66,20 @@ REPO_TABLES = (*FILE_TABLES, "clusters", "session_turns")
 """Tables whose rows belong to one repository (its ``repo`` column)."""
 
 
-def _delete_file_rows(conn: Tx, repo: str, path: str) -> None:
-    for table in FILE_TABLES:
-        col = _FILE_COLUMN.get(table, "file")
-        conn.execute(
-            f"DELETE FROM {table} WHERE repo=:repo AND {col}=:path", {"repo": repo, "path": path}
-        )
+DELETE_CHUNK = 500
+"""Files whose rows one DELETE removes (a statement per file and table cost seconds at a first
+index of thousands of files, through SQLAlchemy)."""
+
+
+def _delete_file_rows(conn: Tx, repo: str, paths: list[str]) -> None:
+    for i in range(0, len(paths), DELETE_CHUNK):
+        chunk = paths[i : i + DELETE_CHUNK]
+        for table in FILE_TABLES:
+            col = _FILE_COLUMN.get(table, "file")
+            conn.execute(
+                f"DELETE FROM {table} WHERE repo=:repo AND {col} IN :paths",
+                {"repo": repo, "paths": chunk},
+            )
 
 
 class Catalog:
@@ -177,8 +185,7 @@ class Catalog:
                 _check_registration(conn, repo, registration)
             elif not conn.execute("SELECT 1 FROM repos WHERE name=:n", {"n": repo}).fetchone():
                 raise NotFound(f"repository {repo!r} was deleted")
-            for path, *_ in files:
-                _delete_file_rows(conn, repo, path)
+            _delete_file_rows(conn, repo, [path for path, *_ in files])
             conn.executemany(
                 _insert("files", FILE_FIELDS), _named(FILE_FIELDS, repo, files, int(blamed))
             )
@@ -212,7 +219,7 @@ class Catalog:
                         {"repo": repo, "file": path},
                     )
                 ]
-                _delete_file_rows(conn, repo, path)
+            _delete_file_rows(conn, repo, paths)
             return ids
 
         return self.db.write(remove)

@@ -131,6 +131,10 @@ class Tx:
         rows = list(rows)
         if not rows:
             return 0
+        if self.connection.dialect.name == "sqlite":
+            # sqlite3 takes ``:name`` parameters itself; SQLAlchemy's per-row binding costs
+            # several times the insert (tens of thousands of rows at a first index)
+            return self.connection.exec_driver_sql(sql, rows).rowcount
         return self.connection.execute(sa.text(sql), rows).rowcount
 
 
