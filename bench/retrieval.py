@@ -106,6 +106,9 @@ def _without(settings: Settings, route: str) -> str:
 QUICK = False
 """With --quick: the default, the fused order and the few ablations that decide defaults."""
 
+LEAN = False
+"""With --lean: the default and the same search without the cross-encoder, no baselines."""
+
 CHUNK_SPACES: tuple[str, ...] | None = None
 """Encoders of the plain-RAG baseline (None: every configured one)."""
 
@@ -117,6 +120,13 @@ def systems(settings: Settings) -> dict[str, Settings]:
     dictionary = settings.zh_dictionary
     flip_dictionary = f"learned {'without' if dictionary else '+'} CC-CEDICT for Chinese words"
     rows = {DEFAULT: learned_, "coderag, fused order (RRF, no learned ranker)": fused}
+    if LEAN:
+        return {
+            DEFAULT: learned_,
+            "learned ranker without the cross-encoder": learned_.model_copy(
+                update={"rerank_model": ""}
+            ),
+        }
     if QUICK:
         rows["learned without feedback"] = learned_.model_copy(
             update={"route_weights": _without(settings, "feedback")}
@@ -284,12 +294,13 @@ def evaluate(
 
             silhouette = refresh_clusters(catalog, name, settings)  # for the +cluster row
             get_index_cache().forget(name)  # the next query loads the fresh cluster labels
-        base = Baselines(name, root, spaces=CHUNK_SPACES)
+        base = None if LEAN else Baselines(name, root, spaces=CHUNK_SPACES)
         print(f"{name}: {len(questions)} questions", file=sys.stderr, flush=True)
         meta_rows[split].append(
             f"| {name} {corpus['version']} | {corpus['language']} | {repo.files} | "
             f"{lines} | {repo.units} | {'(reused)' if reused else f'{index_s:.1f}'} | "
-            f"{len(base.chunks)} | {base.chunk_embed_s:.1f} | {silhouette or 0:.2f} |"
+            f"{len(base.chunks) if base else 0} | {base.chunk_embed_s if base else 0:.1f} | "
+            f"{silhouette or 0:.2f} |"
         )
         rank(name, "warm up", K, settings)
         rows = systems(settings)
@@ -301,9 +312,10 @@ def evaluate(
                 if label == DEFAULT:
                     latencies[split].append((time.perf_counter() - t) * 1000)
                 runs[label] = [(r.unit.file, r.unit.start_line, r.unit.end_line) for r in ranked]
-            runs["baseline: BM25 over units"] = base.bm25_rank(q["query"])
-            runs["baseline: vector RAG, 1000-char chunks"] = base.vector_rank(q["query"])
-            if "vector2" in base.encoders:
+            if base is not None:
+                runs["baseline: BM25 over units"] = base.bm25_rank(q["query"])
+                runs["baseline: vector RAG, 1000-char chunks"] = base.vector_rank(q["query"])
+            if base is not None and "vector2" in base.encoders:
                 runs["baseline: vector RAG, 1000-char chunks, second encoder"] = base.vector_rank(
                     q["query"], "vector2"
                 )
@@ -455,8 +467,14 @@ def main() -> int:
         help="with --dump-features: also this many mined questions per code base of "
         "bench/mining.json (bench/mine.py --all first)",
     )
+    ap.add_argument(
+        "--lean",
+        action="store_true",
+        help="only the default and the default without the cross-encoder; no baselines",
+    )
     args = ap.parse_args()
-    global MISSES, QUICK, CHUNK_SPACES
+    global MISSES, QUICK, CHUNK_SPACES, LEAN
+    LEAN = args.lean
     MISSES = [] if args.misses else None
     QUICK = args.quick
     CHUNK_SPACES = ("vector",) if args.quick or args.minilm_chunks else None

