@@ -43,7 +43,7 @@ RUNS = HERE / ".cache" / "reranker-runs"
 SHIP = HERE.parent / "services" / "embedder" / "coderag_embedder" / "reranker"
 """Where the shipped cross-encoder goes."""
 
-WRITTEN_WEIGHT = 3.0
+WRITTEN_WEIGHT = 8.0
 """Sampling weight of a written tuning question against a mined one."""
 
 TOPS = (5, 8, 10, 15, 20)
@@ -62,21 +62,21 @@ def split_questions(split: str) -> list[rr.Question]:
     return [q for q in rr.load(paths) if q.split == split and q.type != "absent"]
 
 
-def evaluator(top: int = 10, weight: float = 0.0):  # type: ignore[no-untyped-def]
+def evaluator(top: int = 10, weight: float = 1.0):  # type: ignore[no-untyped-def]
     """R@1 / R@5 / MRR@10 on tune2 after reordering its top ``top``; the lists are read again
     at each call, so a run may start while the last tune2 code bases are still collected
     (``train`` restores the best evaluation among those of the most questions)."""
 
     def run(reader: rr.Reader) -> dict[str, float]:
         questions = split_questions("tune2")
-        ranks = [rr.first_gold(rr.rerank(reader, q, top, weight)) for q in questions]
-        m = rr.metrics(ranks)
+        alone = rr.metrics([rr.first_gold(rr.rerank(reader, q, top, 0.0)) for q in questions])
+        mixed = rr.metrics([rr.first_gold(rr.rerank(reader, q, top, weight)) for q in questions])
         base = rr.metrics([rr.first_gold(q.candidates) for q in questions])
-        return {f"tune2_{k}": v for k, v in m.items()} | {
-            "tune2_learned_r1": base["r1"],
-            "r1": m["r1"],
-            "n": m["n"],
-        }
+        return (
+            {f"tune2_alone_{k}": v for k, v in alone.items()}
+            | {f"tune2_mixed_{k}": v for k, v in mixed.items()}
+            | {"tune2_learned_r1": base["r1"], "r1": mixed["r1"], "n": mixed["n"]}
+        )
 
     return run
 

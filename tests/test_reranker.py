@@ -1,9 +1,9 @@
-"""The shipped code cross-encoder (issue 31): its files match its card, it loads from the packages
-alone, it reads a unit's body, the trainer that made it can learn, and search uses it."""
+"""The code cross-encoder of issue 31: the trainer can learn (a few fixed groups driven to a low
+loss), a run's export loads on the packaged MiniLM as the embedder serves it, and search reorders
+its first hits with it, in process and through /search."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from pathlib import Path
@@ -17,22 +17,6 @@ from coderag_training import reranker as rr
 
 pytestmark = pytest.mark.slow
 
-
-def test_the_shipped_layers_are_what_the_card_says() -> None:
-    layers = rerank.PACKAGE_DIR / "reranker.safetensors"
-    card = rerank.card()
-    assert card, "the shipped cross-encoder has no model card"
-    assert hashlib.sha256(layers.read_bytes()).hexdigest() == card["sha256"]
-    assert layers.stat().st_size < 40 * 2**20
-    for fact in ("base", "questions", "steps", "seconds", "loss", "tune2", "max_tokens", "layers"):
-        assert fact in card, fact
-    assert get_settings().rerank_model == rerank.PACKAGED
-
-
-def _unit(symbol: str, text: str, file: str = "dates.py") -> str:
-    return reader_text(file, "function", symbol, "", text)
-
-
 SIBLINGS = {
     "parse_date": "def parse_date(s):\n    year, month, day = s.split('-')\n"
     "    return Date(int(year), int(month), int(day))\n",
@@ -40,33 +24,18 @@ SIBLINGS = {
     "load_dates": "def load_dates(path):\n    with open(path) as f:\n"
     "        return [parse_date(line.strip()) for line in f]\n",
 }
+"""A function, its inverse and its caller: the units that win where only the body tells."""
+
+QUESTIONS = {
+    "split a string into a date": "parse_date",
+    "date to text": "format_date",
+    "dates from a file": "load_dates",
+}
 
 
-def test_the_shipped_model_reads_what_a_body_does() -> None:
-    reader = rerank.packaged()
-    texts = [_unit(name, code) for name, code in SIBLINGS.items()]
-    cases = {
-        "split a year-month-day string into a date": "parse_date",
-        "turn a date into a zero-padded string": "format_date",
-        "read every date from a file, one per line": "load_dates",
-    }
-    for question, gold in cases.items():
-        scores = reader.scores(question, texts)
-        best = max(zip(scores, SIBLINGS, strict=True))[1]
-        assert best == gold, (question, dict(zip(SIBLINGS, scores, strict=True)))
-
-
-def test_the_trainer_overfits_a_few_groups() -> None:
-    """A trainer that cannot drive a handful of fixed groups to a low loss is broken."""
-    names = list(SIBLINGS)
-    questions = []
-    for i, (question, gold) in enumerate(
-        {
-            "split a string into a date": "parse_date",
-            "date to text": "format_date",
-            "dates from a file": "load_dates",
-        }.items()
-    ):
+def _questions() -> list[rr.Question]:
+    out = []
+    for i, (question, gold) in enumerate(QUESTIONS.items()):
         cands = [
             {
                 "file": "dates.py",
@@ -76,24 +45,63 @@ def test_the_trainer_overfits_a_few_groups() -> None:
                 "doc": "",
                 "label": int(n == gold),
                 "rank": k + 1,
+                "confidence": 0.5,
             }
-            for k, n in enumerate(names)
+            for k, n in enumerate(SIBLINGS)
         ]
-        questions.append(
+        out.append(
             rr.Question(str(i), "c", "tune", "en", "lookup", question, question, cands, [], [])
         )
-    reader = rerank.fresh(max_tokens=64, layers=1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A two-layer cross-encoder overfitted on three fixed groups and exported as a run is."""
+    reader = rerank.fresh(max_tokens=64, layers=2)
     for name, p in reader.model.named_parameters():
         p.requires_grad_(not name.startswith("bert.embeddings."))
+    questions = _questions()
     log = rr.train(
         reader,
         questions,
-        rr.Run(steps=40, lr=3e-4, head_lr=3e-3, groups_per_step=3, log_every=10, threads=1),
+        rr.Run(steps=40, lr=5e-4, head_lr=5e-3, groups_per_step=3, log_every=10, threads=1),
     )
     losses = [r["loss"] for r in log.rows if "loss" in r]
-    assert losses[-1] < 0.2 * losses[0], losses
-    ranked = [rr.first_gold(rr.rerank(reader, q, 3, 0.0)) for q in questions]
-    assert ranked == [1, 1, 1]
+    assert losses[-1] < 0.2 * losses[0], f"the trainer did not learn: {losses}"
+    assert [rr.first_gold(rr.rerank(reader, q, 3, 0.0)) for q in questions] == [1, 1, 1]
+    out = tmp_path_factory.mktemp("run")
+    rr.export(reader, out, {"max_tokens": 64, "layers": 2, "steps": 40})
+    return out
+
+
+def test_an_export_loads_on_the_packaged_minilm_as_served(trained: Path) -> None:
+    card = json.loads((trained / "reranker.json").read_text())
+    assert card["layers"] == 2
+    served = rerank.packaged(trained / "reranker.safetensors")  # int8, as the embedder runs it
+    texts = [reader_text("dates.py", "function", n, "", t) for n, t in SIBLINGS.items()]
+    for question, gold in QUESTIONS.items():
+        scores = served.scores(question, texts)
+        assert max(zip(scores, SIBLINGS, strict=True))[1] == gold, (question, scores)
+    # the embedder's entry point reads a run's directory the same way
+    assert rerank.score(str(trained), "date to text", texts) == pytest.approx(
+        served.scores("date to text", texts), abs=1e-4
+    )
+
+
+def test_an_export_that_does_not_fit_is_a_config_error(trained: Path, tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from coderag.errors import ConfigError
+
+    state = load_file(str(trained / "reranker.safetensors"))
+    state["head.extra"] = state["head.bias"].clone()
+    save_file(state, str(tmp_path / "reranker.safetensors"))
+    (tmp_path / "reranker.json").write_text(json.dumps({"max_tokens": 64, "layers": 2}))
+    with pytest.raises(ConfigError, match="does not fit"):
+        rerank.packaged(tmp_path / "reranker.safetensors")
+    with pytest.raises(ConfigError, match="missing"):
+        rerank.packaged(tmp_path / "absent.safetensors")
 
 
 def test_groups_hold_the_gold_unit_first_and_only_wrong_ones_after() -> None:
@@ -109,25 +117,43 @@ def test_groups_hold_the_gold_unit_first_and_only_wrong_ones_after() -> None:
         assert not any(c["label"] for c in g[1:])
     assert all(c["symbol"].startswith("r") for c in easy[1:])
     assert all(c["symbol"].startswith("c") for c in hard[1:])
-    assert (
-        rr.group(rr.Question("q", "c", "t", "en", "l", "q", "q", randoms, [], []), 1, rng) is None
-    )
+    no_gold = rr.Question("q", "c", "t", "en", "l", "q", "q", randoms, [], [])
+    assert rr.group(no_gold, 1.0, rng) is None
 
 
-def test_search_reorders_its_first_hits_with_the_shipped_model(tmp_path: Path) -> None:
+def test_search_reorders_its_first_hits_with_a_trained_model(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from coderag_retriever.search import rank
     from tests.conftest import indexed
 
-    q = "split a year-month-day string into a date"
+    monkeypatch.setenv("CODERAG_RERANK_MODEL", str(trained))
+    monkeypatch.setenv("CODERAG_RERANK_TOP", "3")
+    monkeypatch.setenv("CODERAG_RERANK_WEIGHT", "0")
+    get_settings.cache_clear()
     sources = {"dates.py": "\n\n".join(SIBLINGS.values())}
-    with indexed(tmp_path / "dates", "dates", sources) as client:
-        r = client.post("/search", json={"query": q, "repo": "dates", "top_k": 3})
-        assert r.status_code == 200, r.text
-        assert r.json()["results"][0]["symbol"] == "parse_date"
-        on = get_settings().model_copy(update={"rerank_model": "coderag", "rerank_top": 3})
-        off = on.model_copy(update={"rerank_model": ""})
-        hits_on = rank("dates", q, 3, on)
-        hits_off = rank("dates", q, 3, off)
-        assert {h.unit.symbol for h in hits_on} == {h.unit.symbol for h in hits_off}
-        assert hits_on[0].unit.symbol == "parse_date"
-    assert json.dumps(rerank.card())  # the card is plain JSON
+    served = rerank.packaged(trained / "reranker.safetensors")
+    try:
+        with indexed(tmp_path / "dates", "dates", sources) as client:
+            off = get_settings().model_copy(update={"rerank_model": ""})
+            for question, gold in QUESTIONS.items():
+                r = client.post("/search", json={"query": question, "repo": "dates", "top_k": 3})
+                assert r.status_code == 200, r.text
+                assert r.json()["results"][0]["symbol"] == gold, (question, r.json())
+                on = rank("dates", question, 3, get_settings())
+                plain = rank("dates", question, 3, off)
+                assert {h.unit.symbol for h in on} == {h.unit.symbol for h in plain}
+                # the order is the cross-encoder's own over the ranker's first three
+                texts = [
+                    reader_text(h.unit.file, h.unit.kind, h.unit.symbol, h.unit.doc, h.unit.text)
+                    for h in plain
+                ]
+                scores = served.scores(question, texts)
+                own = [
+                    h.unit.symbol
+                    for _, h in sorted(zip(scores, plain, strict=True), key=lambda t: -t[0])
+                ]
+                assert [h.unit.symbol for h in on] == own
+                assert on[0].unit.symbol == gold
+    finally:
+        get_settings.cache_clear()

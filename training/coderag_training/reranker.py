@@ -243,7 +243,7 @@ def train(
             key = (metrics.get("n", 0), metrics["r1"])
             if key > best[0]:
                 state = {k: v.detach().clone() for k, v in reader.model.state_dict().items()}
-                best = (metrics["r1"], state)
+                best = (key, state)
     if best[1] is not None:
         reader.model.load_state_dict(best[1])
         log.add(restored_best_n=best[0][0], restored_best_r1=best[0][1])

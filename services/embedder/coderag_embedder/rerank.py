@@ -1,11 +1,13 @@
 """The cross-encoder that reorders the retriever's best hits (R7, issue 31); it runs here, beside
 the other models, so the retriever needs no torch.
 
-``CODERAG_RERANK_MODEL=coderag`` (the default) is the cross-encoder trained for this project
-(``training/coderag_training/reranker.py``): the packaged all-MiniLM-L6-v2's embeddings and
-tokenizer, with the transformer layers and scoring head shipped here as package data
-(``reranker/``, fp16, with its model card). Any other value is a local Hugging Face
-sequence-classification directory that scores a (question, code) pair with its first logit.
+A cross-encoder trained for this project (``training/coderag_training/reranker.py``,
+``make reranker``) is the packaged all-MiniLM-L6-v2's embeddings and tokenizer with trained
+transformer layers and a scoring head (``reranker.safetensors``, fp16, beside its model card
+``reranker.json``): ``CODERAG_RERANK_MODEL`` names a directory holding them, or ``coderag`` for
+the one shipped here as package data (``reranker/``), when one is. Any other directory is a local
+Hugging Face sequence-classification model that scores a (question, code) pair with its first
+logit.
 """
 
 from __future__ import annotations
@@ -156,6 +158,8 @@ def _load(model_dir: str) -> Reader:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     path = Path(model_dir)
+    if (path / "reranker.safetensors").is_file():  # a run of bench/train_reranker.py
+        return packaged(path / "reranker.safetensors")
     if not (path / "config.json").is_file():
         raise ConfigError(f"CODERAG_RERANK_MODEL={model_dir} is not a model directory")
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
