@@ -23,7 +23,7 @@ from coderag.errors import NotFound
 from coderag.schemas import RepoOut
 from coderag.settings import Settings
 from coderag.store import Catalog
-from coderag_parser import gitrun, gitsync
+from coderag_parser import gitsync
 
 TREES_DIR = "trees"
 """Readers' clones live in ``data_dir/trees/<name>``, apart from the parser workers' clones."""
@@ -60,14 +60,13 @@ def _sync(repo: RepoOut, dest: Path) -> None:
         shutil.rmtree(dest)  # a repository of this name deleted and registered again
     if not (dest / ".git").is_dir():
         shutil.rmtree(dest, ignore_errors=True)  # a clone stopped half-way
-        args = ["clone", "--no-recurse-submodules", "--", repo.url, str(dest)]
-        gitrun.run_limited(args, cwd=dest.parent, watch=dest, **limits)
-    clone = gitsync.open_repo(dest)
+        gitsync.clone_into(dest, repo.url, ["--no-recurse-submodules"], limits)
+    clone = gitsync.open_clone(dest)
     wanted = repo.commit or "origin/HEAD"
     if _has(clone, wanted) and _head(clone) == clone.commit(wanted).hexsha:
         return
     if not _has(clone, wanted):
-        gitrun.run_limited(["fetch", "--prune", "origin"], cwd=dest, watch=dest, **limits)
+        gitsync.fetch(dest, repo.url, limits)
     try:
         clone.git.checkout("--detach", "--force", wanted)
     except git.GitCommandError as exc:
