@@ -13,7 +13,6 @@ repository and sees the marks appear, so the catalogue is live.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
@@ -150,14 +149,16 @@ def build(root: Path) -> dict[str, str]:
     to a driver, a ``feature`` branch and a few more files; short hashes by name."""
     _, shas = build_shop(root)
     (root / ".gitattributes").write_text(ATTRIBUTES)
-    (root / "shop" / "util.py").write_text('def shout(text):\n    """Upper-case."""\n    return text.upper()\n')
+    (root / "shop" / "util.py").write_text(
+        'def shout(text):\n    """Upper-case."""\n    return text.upper()\n'
+    )
     (root / "notes.txt").write_text("notes\n")
     (root / "web.js").write_text("function greet() { return 1; }\n")
     now = datetime.now(UTC)
     shas["attributes"] = _commit(root, "Attributes", now - timedelta(minutes=4), "Ada Lovelace")
     _git(root, "checkout", "-q", "-b", "feature")
     (root / "shop" / "refunds.py").write_text(
-        'def refund_order(order):\n    """Refund a paid order in full."""\n    return order["total"]\n'
+        'def refund_order(order):\n    """Refund a paid order."""\n    return order["total"]\n'
     )
     shas["feature"] = _commit(root, "Refunds", now - timedelta(minutes=3), "Chen Wei")
     _git(root, "checkout", "-q", "main")
@@ -225,7 +226,8 @@ def test_no_program_a_repository_configures_ever_runs(
         assert ranged["last"]["author"] == "Dana Scully", ranged
         assert [c["commit"] for c in ranged["changes"]] == [shas["timeout"], shas["initial"]]
         r = client.post(
-            "/ask", json={"query": "Who changed the order timeout logic last month?", "repo": "shop"}
+            "/ask",
+            json={"query": "Who changed the order timeout logic last month?", "repo": "shop"},
         )
         assert r.status_code == 200, r.text
         assert f"`{shas['timeout']}` by Dana Scully" in r.json()["answer"], r.json()
@@ -277,4 +279,3 @@ def test_no_program_a_repository_configures_ever_runs(
         subprocess.run(["git", "-C", str(root), *args], env=env, capture_output=True, check=False)
     fired = set(marks_left(marks))
     assert {"core-fsmonitor", "filter-clean", "diff-external"} <= fired, fired
-    assert json.dumps(sorted(fired))  # shown on failure by the assertion above

@@ -32,6 +32,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -197,19 +198,31 @@ def _is_git_dir(git_dir: Path, common: Path | None = None) -> bool:
     )
 
 
-_base: tuple[int, Path] | None = None
+_base: Path | None = None
 _lock = threading.Lock()
 
 
 def _views_dir() -> Path:
-    """This process's folder of views (private, removed at exit; a forked child makes its own)."""
+    """The folder of views: one per user in the temporary directory, shared by this user's
+    processes (a view is only links and a few small files, refreshed on each use), refused
+    unless it is a real directory only this user can enter; else a private one for this
+    process, removed at exit."""
     global _base
     with _lock:
-        if _base is None or _base[0] != os.getpid():
-            path = Path(tempfile.mkdtemp(prefix="coderag-git-"))
-            atexit.register(shutil.rmtree, path, True)
-            _base = (os.getpid(), path)
-        return _base[1]
+        if _base is None:
+            path = Path(tempfile.gettempdir()) / f"coderag-git-{os.getuid()}"
+            try:
+                path.mkdir(mode=0o700, exist_ok=True)
+                st = os.lstat(path)
+                mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+                if mine and not st.st_mode & 0o077:
+                    _base = path
+            except OSError:
+                pass
+            if _base is None:
+                _base = Path(tempfile.mkdtemp(prefix="coderag-git-"))
+                atexit.register(shutil.rmtree, _base, True)
+        return _base
 
 
 def view(root: Path, search_parent_directories: bool = False) -> View:
@@ -222,12 +235,18 @@ def view(root: Path, search_parent_directories: bool = False) -> View:
         raise NotARepository(f"{git_dir}/HEAD cannot be read: {exc}") from exc
     if not _HEAD.match(head):
         raise NotARepository(f"{git_dir}/HEAD names neither a ref nor a commit")
-    key = hashlib.sha256(f"{git_dir}\0{work_tree}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(f"{git_dir}\0{work_tree}".encode()).hexdigest()[:32]
     shadow = _views_dir() / key
-    if not (shadow / "config").is_file():
-        (shadow / "objects" / "info").mkdir(parents=True, exist_ok=True)
-        (shadow / "info").mkdir(exist_ok=True)
+    (shadow / "objects" / "info").mkdir(parents=True, exist_ok=True)
+    (shadow / "info").mkdir(exist_ok=True)
+    stamp = _stamp(common / "config")
+    try:
+        fresh = (shadow / "config.stamp").read_text() == stamp
+    except OSError:
+        fresh = False
+    if not fresh:  # made, or the repository's config changed since
         _replace_text(shadow / "config", _config(common / "config", work_tree))
+        _replace_text(shadow / "config.stamp", stamp)
     objects = common / "objects"
     _replace_text(shadow / "objects" / "info" / "alternates", f"{objects}\n")
     for name in ("refs", "packed-refs", "shallow"):
@@ -238,6 +257,14 @@ def view(root: Path, search_parent_directories: bool = False) -> View:
         _link(shadow / shared.name, shared)
     _replace_text(shadow / "HEAD", head if head.endswith("\n") else head + "\n")
     return View(shadow, work_tree, objects)
+
+
+def _stamp(path: Path) -> str:
+    try:
+        st = path.stat()
+    except OSError:
+        return "none"
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
 
 
 def _config(path: Path, work_tree: Path | None) -> str:
@@ -308,17 +335,19 @@ def local_source(source: str) -> Path | None:
     return Path(source)
 
 
-def upload_source(source: str) -> str:
+def upload_source(source: str, as_path: bool = False) -> str:
     """What to hand ``git clone`` or ``git fetch`` for ``source``: a remote URL as it is; a
-    local repository as a file:// URL of its view, so the ``git upload-pack`` serving it runs
-    with our config, not the repository's."""
+    local repository as a file:// URL of its view (or its path with ``as_path``, for
+    ``clone --shared``, which borrows objects only from a path), so the ``git upload-pack``
+    serving it runs with our config, not the repository's."""
     local = local_source(source)
     if local is None:
         return source
     try:
-        return view(local).git_dir.as_uri()
+        seen = view(local).git_dir
     except NotARepository:
         return source  # git reports what is wrong with it
+    return str(seen) if as_path else seen.as_uri()
 
 
 def run(

@@ -58,7 +58,7 @@ def clone_into(dest: Path, source: str, options: list[str], limits: dict[str, An
     and with ``--shared`` the clone borrows the repository's own objects. A failed clone
     leaves nothing."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    served = gitsafe.upload_source(source)
+    served = gitsafe.upload_source(source, as_path="--shared" in options)
     try:
         args = ["clone", *options, "--", served, str(dest)]
         gitrun.run_limited(args, cwd=dest.parent, watch=dest, **limits)
@@ -170,6 +170,32 @@ def open_repo(root: Path, search_parent_directories: bool = False) -> git.Repo:
     repo = git.Repo(seen.git_dir)
     repo.git.update_environment(**gitsafe.safe_env(), **seen.overrides())
     return repo
+
+
+def checked_out_branch(root: Path) -> str | None:
+    """The branch checked out in the work tree (or clone) at ``root``, read from its HEAD file
+    (no git process); None when HEAD is detached or ``root`` is not the top of a repository."""
+    try:
+        _, git_dir, _ = gitsafe.locate(root)
+        head = (git_dir / "HEAD").read_text().strip()
+    except (gitsafe.NotARepository, OSError, UnicodeDecodeError):
+        return None
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
+
+
+def enclosing_repository(root: Path) -> Path | None:
+    """The top of the git work tree ``root`` lies in below its top, or None when ``root`` is
+    that top itself or in no repository."""
+    try:
+        gitsafe.locate(root)
+        return None
+    except gitsafe.NotARepository:
+        pass
+    try:
+        top, _, _ = gitsafe.locate(root, search_parent_directories=True)
+    except gitsafe.NotARepository:
+        return None
+    return top
 
 
 def head_commit(root: Path) -> str | None:
