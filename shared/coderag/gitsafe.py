@@ -287,7 +287,7 @@ def _config(path: Path, work_tree: Path | None) -> str:
     sections: dict[str, list[str]] = {"core": [], "extensions": [], "gc": ["auto = 0"]}
     sections["core"].append(f"bare = {'true' if work_tree is None else 'false'}")
     if work_tree is not None:
-        quoted = str(work_tree).replace("\\", "\\\\").replace('"', '\\"')
+        quoted = str(work_tree).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         sections["core"].append(f'worktree = "{quoted}"')
     for key, value in copied.items():
         section, name = key.split(".", 1)

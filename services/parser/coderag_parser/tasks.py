@@ -108,13 +108,16 @@ def recheck(repo: RepoOut, settings: Settings) -> RepoOut:
     """``repo`` with its path resolved again, after checking its path and URL against this
     worker's own allow-lists (``CODERAG_REPO_ROOTS``, ``CODERAG_URL_SCHEMES``,
     ``CODERAG_URL_HOSTS``): a row is only as trustworthy as whoever could write the database,
-    and a symlink checked at registration may point elsewhere now. Forbidden otherwise."""
+    and a symlink checked at registration may point elsewhere now. Forbidden outside them,
+    InvalidInput for a path that is gone."""
     try:
         path = origins.check_path(repo.path, settings) if repo.path else None
         if repo.url:
             origins.check_url(repo.url, settings)
-    except (Forbidden, InvalidInput) as exc:
+    except Forbidden as exc:
         raise Forbidden(f"this worker refuses to index {repo.name!r}: {exc}") from exc
+    except InvalidInput as exc:
+        raise InvalidInput(f"cannot index {repo.name!r}: {exc}") from exc
     return repo.model_copy(update={"path": path}) if path else repo
 
 
