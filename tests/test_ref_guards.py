@@ -14,10 +14,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coderag import chain, queue
-from coderag.errors import Forbidden
+from coderag.errors import Forbidden, InvalidInput
 from coderag.jobs import IndexRepo
 from coderag.settings import get_settings
-from coderag.store import get_catalog
+from coderag.store import get_catalog, refs
 from coderag.store.refs import ref_key
 from coderag_parser import tasks
 from tests.conftest import commit_all
@@ -68,12 +68,13 @@ def test_a_subdirectory_of_a_repository_takes_no_refs(client: TestClient, tmp_pa
 
 
 def test_refs_waiting_for_a_repository_that_fails_fail_with_it(
-    client: TestClient, tmp_path: Path
+    client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "proj"
     _repo(root)
-    r = client.post("/repos", json={"name": "proj", "path": str(root), "refs": ["feature"]})
-    assert r.status_code == 202, r.text
+    catalog = get_catalog()
+    catalog.create_repo("proj", str(root), None, None)
+    refs.add(catalog, "proj", "feature")  # queued: it waits for the repository's index
     # while it waits, searching the ref says which URL to poll, and that URL answers
     r = client.post("/search", json={"query": "a", "repo": "proj", "ref": "feature"})
     assert r.status_code == 409, r.text
@@ -81,7 +82,8 @@ def test_refs_waiting_for_a_repository_that_fails_fail_with_it(
     assert client.get("/repos/proj/refs/feature").status_code == 200
     # the repository's index fails: its directory is gone before the worker reaches it
     root.rename(tmp_path / "gone")
-    queue.drain()
+    with pytest.raises(InvalidInput, match="does not exist"):
+        _index_now("proj", monkeypatch)
     assert client.get("/repos/proj").json()["status"] == "error"
     ref = client.get("/repos/proj/refs/feature").json()
     assert ref["status"] == "error", ref
