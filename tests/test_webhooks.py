@@ -249,6 +249,53 @@ def test_concurrent_redeliveries_enqueue_once(
     queue.drain()
 
 
+def _origin_repo(tmp_path: Path, name: str = "shop") -> str:
+    """A path repository on branch main whose origin is example.com/acme/<name>, registered."""
+    root = tmp_path / name
+    repo = git.Repo.init(root, initial_branch="main")
+    (root / "a.py").write_text("def a():\n    return 1\n")
+    commit_all(repo, "one")
+    repo.create_remote("origin", f"https://example.com/acme/{name}.git")
+    get_catalog().create_repo(name, str(root), None, None)
+    return f"https://example.com/acme/{name}"
+
+
+def test_a_tag_push_never_reindexes_the_branch_of_that_name(
+    parser_client: TestClient, secret: str, tmp_path: Path
+) -> None:
+    url = _origin_repo(tmp_path)
+    tag = {"ref": "refs/tags/main", "after": "b" * 40, "repository": {"clone_url": url}}
+    status, body, _ = github_push(parser_client, tag)
+    assert status == 202 and body["status"] == "ignored", body
+    assert "tag 'main'" in body["reason"] and "refs/heads/main" in body["reason"], body
+    status, body, _ = github_push(parser_client, push_payload(url, "main", "c" * 40))
+    assert body == {"status": "queued", "repos": ["shop"], "delivery": body["delivery"]}, body
+    queue.drain()
+
+
+def test_a_signed_body_is_queued_once_under_any_delivery_id_or_none(
+    parser_client: TestClient, secret: str, tmp_path: Path
+) -> None:
+    url = _origin_repo(tmp_path)
+    payload = push_payload(url, "main", "d" * 40)
+    status, body, _ = github_push(parser_client, payload, "first-id")
+    assert body["status"] == "queued", body
+    status, body, _ = github_push(parser_client, payload, "another-id")
+    assert (status, body) == (202, {"status": "duplicate", "delivery": "another-id"})
+    raw = json.dumps(payload).encode()
+    headers = {
+        "X-Hub-Signature-256": github_sig(raw),
+        "X-GitHub-Event": "push",
+        "Content-Type": "application/json",
+    }
+    r = parser_client.post("/webhooks/github", content=raw, headers=headers)  # no delivery id
+    assert r.json() == {"status": "duplicate", "delivery": None}, r.text
+    # another push (another body) is queued
+    status, body, _ = github_push(parser_client, push_payload(url, "main", "e" * 40))
+    assert body["status"] == "queued", body
+    queue.drain()
+
+
 def make_remote(tmp_path: Path) -> tuple[git.Repo, str]:
     """A bare 'remote' on branch main and a working clone that pushes to it."""
     bare = tmp_path / "remote.git"

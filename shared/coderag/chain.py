@@ -34,7 +34,7 @@ from coderag.errors import NotFound
 from coderag.jobs import Job
 from coderag.queue import enqueue
 from coderag.settings import Settings, get_settings
-from coderag.store import Catalog, chain_rows, get_catalog
+from coderag.store import Catalog, chain_rows, get_catalog, refs
 from coderag.store.database import DatabaseError
 
 log = logging.getLogger(__name__)
@@ -149,8 +149,22 @@ def fail(catalog: Catalog, name: str, registration: str, token: str | None, exc:
             catalog.update_repo(name, registration, error=f"retrying after {reason}")
         else:
             catalog.update_repo(name, registration, status="error", error=reason)
+            _fail_waiting_refs(catalog, name, reason)
     except NotFound:
         pass
+
+
+def _fail_waiting_refs(catalog: Catalog, name: str, reason: str) -> None:
+    """The refs waiting for repository ``name``'s index to fork from it fail with it: nothing
+    would queue them any more, and ``queued`` for ever says nothing."""
+    for key in refs.waiting_on(catalog, name):
+        ref = catalog.get_repo(key).branch
+        error = (
+            f"repository {name!r} failed to index ({reason}); reindex it, then POST "
+            f"/repos/{name}/reindex?ref={ref} (or index the ref on its own now)"
+        )
+        with contextlib.suppress(NotFound):
+            catalog.update_repo(key, None, status="error", error=error)
 
 
 # --- the lease -----------------------------------------------------------------------------------

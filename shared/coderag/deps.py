@@ -89,11 +89,14 @@ def require_searchable(catalog: Catalog, repo: str) -> None:
     state = catalog.get_repo(repo)
     if catalog.published(repo)[0] > 0:
         return
+    # a ref's key is no name the API takes: point at the ref's own route
+    what, poll = f"repository {repo!r}", f"GET /repos/{repo}"
+    if state.ref_of:
+        what = f"ref {state.branch!r} of {state.ref_of!r}"
+        poll = f"GET /repos/{state.ref_of}/refs/{state.branch}"
     if state.status == "error":
-        raise Conflict(f"repository {repo!r} failed to index: {state.error}")
-    raise Conflict(
-        f"repository {repo!r} is still {state.status}; poll GET /repos/{repo} until it is ready"
-    )
+        raise Conflict(f"{what} failed to index: {state.error}")
+    raise Conflict(f"{what} is still {state.status}; poll {poll} until it is ready")
 
 
 def valid_name(name: str) -> str:

@@ -13,14 +13,14 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
 from coderag.deps import AdminDep, CatalogDep, RepoNameDep, SettingsDep, UserDep
-from coderag.errors import InvalidInput, NotFound, Unavailable
+from coderag.errors import Conflict, InvalidInput, NotFound, Unavailable
 from coderag.jobs import IndexRepo
 from coderag.queue import enqueue
 from coderag.responses import errors
-from coderag.schemas import MAX_REFS, RefCreate, RefOut, RepoStatus
+from coderag.schemas import MAX_REFS, RefCreate, RefOut, RepoOut, RepoStatus
 from coderag.settings import Settings
 from coderag.store import Catalog, get_vectors, refs
-from coderag_parser import origins
+from coderag_parser import gitsync, origins
 from coderag_parser.gitsync import CLONES_DIR, open_repo
 from coderag_parser.trees import TREES_DIR
 
@@ -36,16 +36,33 @@ class RefAccepted(BaseModel):
 
 
 def check_refs(wanted: list[str], branch: str | None, path: str | None) -> list[str]:
-    """The refs to register beside ``branch``, each a valid name (InvalidInput otherwise) and,
-    for a local repository, one it has (NotFound otherwise; a URL's refs are checked when
-    cloned)."""
+    """The refs to register beside the repository's own branch (``branch``, else the one checked
+    out at ``path``), each a valid name (InvalidInput otherwise) and, for a local repository,
+    one it has (NotFound otherwise; a URL's refs are checked when cloned). A repository
+    registered by a subdirectory of a git work tree has no refs (InvalidInput)."""
     if len(wanted) > MAX_REFS:
         raise InvalidInput(f"{len(wanted)} refs given; at most {MAX_REFS}")
-    out = [origins.check_branch(r) for r in dict.fromkeys(wanted) if r != branch]
+    names = [origins.check_branch(r) for r in dict.fromkeys(wanted)]
+    if path and names and (top := gitsync.enclosing_repository(Path(path))) is not None:
+        raise InvalidInput(
+            f"path {path!r} is a subdirectory of the git repository at {top}; a ref is indexed "
+            f"from a clone of a whole repository, so register {top} to index refs"
+        )
+    own = branch or (gitsync.checked_out_branch(Path(path)) if path else None)
+    out = [r for r in names if r != own]
     if path:
         for ref in out:
             _check_local_ref(Path(path), ref)
     return out
+
+
+def own_branch(repo: RepoOut, settings: Settings) -> str | None:
+    """The branch a repository indexes: the one it was registered with, else the one checked
+    out at its path or in this host's clone of its URL (None before it was cloned here)."""
+    if repo.branch:
+        return repo.branch
+    root = Path(repo.path) if repo.path else settings.data_dir / CLONES_DIR / repo.name
+    return gitsync.checked_out_branch(root)
 
 
 def _check_local_ref(root: Path, ref: str) -> None:
@@ -87,7 +104,13 @@ def add_ref(
     repo = catalog.get_repo(name)
     if repo.ref_of:
         raise InvalidInput(f"{name!r} is not a repository")
-    (ref,) = check_refs([body.ref], None, repo.path)
+    own = own_branch(repo, settings)
+    if body.ref == own:
+        how = "registered with it" if repo.branch else "checked out where it is indexed from"
+        raise Conflict(
+            f"{body.ref!r} is the branch repository {name!r} indexes ({how}); search it without ref"
+        )
+    (ref,) = check_refs([body.ref], own, repo.path)
     if len(refs.of(catalog, name)) >= MAX_REFS:
         raise InvalidInput(f"repository {name!r} already indexes {MAX_REFS} refs; delete one")
     state = refs.add(catalog, name, ref)

@@ -1,5 +1,5 @@
-"""Running git on code we do not trust: configuration that no repository can override to run a
-program, no prompts, and clones or fetches stopped past a time or size limit."""
+"""Running git on code we do not trust: never with a repository's own config (``coderag.gitsafe``'s
+views), no prompts, and clones or fetches stopped past a time or size limit."""
 
 from __future__ import annotations
 
@@ -10,43 +10,24 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from coderag import gitsafe
 from coderag.errors import InvalidInput
-
-SAFE_CONFIG = (
-    ("core.fsmonitor", "false"),
-    ("core.hooksPath", "/dev/null"),
-    ("core.sshCommand", "ssh -o BatchMode=yes"),
-    ("submodule.recurse", "false"),
-    ("protocol.allow", "never"),
-)
-"""Settings given to every git process at command-line priority (above a repository's own
-config): no fsmonitor or hook program runs, ssh never asks, no transport unless allowed."""
-
-PROTOCOLS = {"https": ("https",), "http": ("http",), "ssh": ("ssh",), "file": ("file",)}
-"""git transports each ``CODERAG_URL_SCHEMES`` kind needs."""
 
 POLL_SECONDS = 0.5
 """How often a running clone or fetch is checked against its limits."""
 
 
-def safe_env(kinds: Iterable[str] = ()) -> dict[str, str]:
-    """Environment variables that give git ``SAFE_CONFIG`` plus the transports of ``kinds``."""
-    pairs = list(SAFE_CONFIG)
-    for kind in kinds:
-        pairs += [(f"protocol.{p}.allow", "always") for p in PROTOCOLS.get(kind, ())]
-    env = {"GIT_CONFIG_COUNT": str(len(pairs)), "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo"}
-    for i, (key, value) in enumerate(pairs):
-        env[f"GIT_CONFIG_KEY_{i}"] = key
-        env[f"GIT_CONFIG_VALUE_{i}"] = value
-    return env
-
-
-def output_lines(args: list[str], cwd: Path, stdin: str = "") -> Iterator[str]:
-    """Lines ``git args`` writes to stdout, with the safe environment; none if it fails."""
+def output_lines(args: list[str], root: Path, stdin: str = "") -> Iterator[str]:
+    """Lines ``git args`` writes to stdout, run on the view of the repository at ``root``; none
+    if it fails or ``root`` is not in a repository."""
+    try:
+        env = gitsafe.view(root).env
+    except gitsafe.NotARepository:
+        return
     proc = subprocess.Popen(
         ["git", *args],
-        cwd=cwd,
-        env={**os.environ, **safe_env()},
+        cwd=root,
+        env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -94,9 +75,10 @@ def run_limited(
     timeout: float,
     max_bytes: int,
 ) -> None:
-    """Run ``git args`` with the safe environment; InvalidInput if it fails, runs past
+    """Run ``git args`` with the safe environment (in a clone the product made, or none: a local
+    source is given as ``gitsafe.upload_source``); InvalidInput if it fails, runs past
     ``timeout`` seconds or grows ``watch`` past ``max_bytes``."""
-    env = {**os.environ, **safe_env(kinds)}
+    env = gitsafe.process_env(kinds)
     # a file, not a pipe: a chatty git must never block on a full pipe while we poll
     with tempfile.TemporaryFile("w+") as stderr:
         proc = subprocess.Popen(

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import git
 
+from coderag import gitsafe
 from coderag.errors import InvalidInput
 from coderag.schemas import RepoOut
 from coderag.settings import get_settings
@@ -40,21 +41,51 @@ def checkout(repo: RepoOut, data_dir: Path) -> Path:
         # only its own host's clone, never those of parser workers on other hosts
         shutil.rmtree(dest)
     if (dest / ".git").is_dir():
-        gitrun.run_limited(["fetch", "--prune", "origin"], cwd=dest, watch=dest, **limits)
-        clone = open_repo(dest)
+        fetch(dest, repo.url, limits)
+        clone = open_clone(dest)
         branch = repo.branch or clone.active_branch.name
         clone.git.checkout("-B", branch, f"origin/{branch}")
         clone.git.reset("--hard", f"origin/{branch}")
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
     branch = ["--branch", repo.branch] if repo.branch else []
-    args = ["clone", "--no-recurse-submodules", *branch, "--", repo.url, str(dest)]
+    clone_into(dest, repo.url, ["--no-recurse-submodules", *branch], limits)
+    return dest
+
+
+def clone_into(dest: Path, source: str, options: list[str], limits: dict[str, Any]) -> None:
+    """``git clone options -- source dest`` with ``gitrun``'s limits; a local ``source`` is
+    read through its view (``gitsafe.upload_source``) and recorded as ``source`` all the same,
+    and with ``--shared`` the clone borrows the repository's own objects. A failed clone
+    leaves nothing."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    served = gitsafe.upload_source(source, as_path="--shared" in options)
     try:
+        args = ["clone", *options, "--", served, str(dest)]
         gitrun.run_limited(args, cwd=dest.parent, watch=dest, **limits)
-    except InvalidInput:
+        if served != source:
+            clone = open_clone(dest)
+            clone.git.remote("set-url", "origin", source)
+            if "--shared" in options:
+                # the view is this process's: borrow from what it borrows from, which lasts
+                local = gitsafe.local_source(source)
+                assert local is not None
+                borrowed = gitsafe.view(local).objects
+                (dest / ".git" / "objects" / "info" / "alternates").write_text(f"{borrowed}\n")
+    except (InvalidInput, git.GitCommandError, gitsafe.NotARepository):
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    return dest
+
+
+def fetch(dest: Path, source: str, limits: dict[str, Any], tags: bool = False) -> None:
+    """Fetch ``source``'s branches into ``dest``'s ``origin/*`` (and its tags with ``tags``),
+    pruning what is gone; a local ``source`` is read through its view."""
+    served = gitsafe.upload_source(source)
+    extra = ["--tags", "--force"] if tags else []
+    if served == source:
+        args = ["fetch", "--prune", *extra, "origin"]
+    else:
+        args = ["fetch", "--prune", *extra, served, "+refs/heads/*:refs/remotes/origin/*"]
+    gitrun.run_limited(args, cwd=dest, watch=dest, **limits)
 
 
 def prune(data_dir: Path, registered: set[str]) -> list[str]:
@@ -84,7 +115,7 @@ def clone_limits() -> dict[str, Any]:
 def same_origin(clone: Path, url: str) -> bool:
     """Whether the clone at ``clone`` was made from ``url`` (its ``origin`` remote)."""
     try:
-        return open_repo(clone).remotes.origin.url == url
+        return open_clone(clone).remotes.origin.url == url
     except (git.InvalidGitRepositoryError, git.NoSuchPathError, AttributeError, ValueError):
         return False
 
@@ -103,18 +134,10 @@ def _ref_checkout(repo: RepoOut, source: Path | str, data_dir: Path) -> Path:
     if (dest / ".git").is_dir() and not same_origin(dest, source):
         shutil.rmtree(dest)  # left by a ref of a repository of this name deleted since
     if not (dest / ".git").is_dir():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        args = ["clone", "--no-recurse-submodules", "--no-checkout", *shared, "--", source]
-        args.append(str(dest))
-        try:
-            gitrun.run_limited(args, cwd=dest.parent, watch=dest, **limits)
-        except InvalidInput:
-            shutil.rmtree(dest, ignore_errors=True)
-            raise
-    else:
-        fetch = ["fetch", "--prune", "--tags", "--force", "origin"]
-        gitrun.run_limited(fetch, cwd=dest, watch=dest, **limits)
-    clone = open_repo(dest)
+        options = ["--no-recurse-submodules", "--no-checkout", *shared]
+        clone_into(dest, source, options, limits)
+    fetch(dest, source, limits, tags=True)
+    clone = open_clone(dest)
     for target in (f"refs/remotes/origin/{ref}", f"refs/tags/{ref}"):
         try:
             clone.git.rev_parse("--verify", "--quiet", f"{target}^{{commit}}")
@@ -126,18 +149,69 @@ def _ref_checkout(repo: RepoOut, source: Path | str, data_dir: Path) -> Path:
     raise InvalidInput(f"{repo.ref_of!r} has no branch or tag named {ref!r}")
 
 
+def open_clone(dest: Path) -> git.Repo:
+    """A clone the product made (``data_dir/repos`` or ``data_dir/trees``), opened in place to
+    move it: git wrote its config from a remote, which cannot choose any of it."""
+    clone = git.Repo(dest)
+    clone.git.update_environment(**gitsafe.safe_env())
+    return clone
+
+
 def open_repo(root: Path, search_parent_directories: bool = False) -> git.Repo:
-    """A GitPython repository whose git processes run with ``gitrun.SAFE_CONFIG``."""
-    repo = git.Repo(root, search_parent_directories=search_parent_directories)
-    repo.git.update_environment(**gitrun.safe_env())
+    """A GitPython repository to read from, on the view of the repository at ``root``
+    (``coderag.gitsafe``): none of its git processes reads the repository's own config.
+    InvalidGitRepositoryError when ``root`` is not in one."""
+    try:
+        seen = gitsafe.view(root, search_parent_directories)
+    except gitsafe.NotARepository as exc:
+        if not root.exists():
+            raise git.NoSuchPathError(str(root)) from exc
+        raise git.InvalidGitRepositoryError(str(exc)) from exc
+    repo = git.Repo(seen.git_dir)
+    repo.git.update_environment(**gitsafe.safe_env(), **seen.overrides())
     return repo
+
+
+def checked_out_branch(root: Path) -> str | None:
+    """The branch checked out in the work tree (or clone) at ``root``, read from its HEAD file
+    (no git process); None when HEAD is detached or ``root`` is not the top of a repository."""
+    try:
+        _, git_dir, _ = gitsafe.locate(root)
+        head = (git_dir / "HEAD").read_text().strip()
+    except (gitsafe.NotARepository, OSError, UnicodeDecodeError):
+        return None
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
+
+
+def enclosing_repository(root: Path) -> Path | None:
+    """The top of the git work tree ``root`` lies in below its top, or None when ``root`` is
+    that top itself or in no repository."""
+    try:
+        gitsafe.locate(root)
+        return None
+    except gitsafe.NotARepository:
+        pass
+    try:
+        top, _, _ = gitsafe.locate(root, search_parent_directories=True)
+    except gitsafe.NotARepository:
+        return None
+    return top
 
 
 def head_commit(root: Path) -> str | None:
     """The commit checked out at ``root``, or None when it is not a git work tree."""
     try:
-        return open_repo(root).head.commit.hexsha
+        return resolve(open_repo(root), "HEAD")
     except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        return None
+
+
+def resolve(repo: git.Repo, rev: str) -> str | None:
+    """The commit ``rev`` names in ``repo``, or None when it names none (asked of git: a view's
+    refs are links, which GitPython's own ref reader refuses to follow)."""
+    try:
+        return repo.git.rev_parse("--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    except git.GitCommandError:
         return None
 
 
@@ -147,8 +221,9 @@ def changed_paths(root: Path, since: str) -> tuple[set[str], set[str]] | None:
     unknown to this repository (history rewritten), meaning a full walk is needed."""
     try:
         repo = open_repo(root)
-        repo.commit(since)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError, git.BadName):
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+    if resolve(repo, since) is None or resolve(repo, "HEAD") is None:
         return None
     changed: set[str] = set()
     out = repo.git.diff("--name-status", "-M", "-z", since, "HEAD")
@@ -164,7 +239,9 @@ def changed_paths(root: Path, since: str) -> tuple[set[str], set[str]] | None:
 
 def dirty_paths(repo: git.Repo) -> set[str]:
     """Files modified, added, deleted or untracked in the work tree (ignored ones excluded)."""
-    out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all")
+    out = repo.git.status(
+        "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all"
+    )
     dirty: set[str] = set()
     fields = [f for f in out.split("\0") if f]
     i = 0
@@ -228,7 +305,9 @@ def blame(
     range); {} if the file is untracked or the range is not in it."""
     span = ["-L", f"{start},{end}"] if start is not None and end is not None else []
     try:
-        out = open_repo(root).git.blame("--line-porcelain", "-w", *span, "--", path)
+        out = open_repo(root).git.blame(
+            "--line-porcelain", "-w", "--no-textconv", *span, "--", path
+        )
     except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
         return {}
     rows: dict[int, tuple[str, str, int, str]] = {}

@@ -32,7 +32,7 @@ def _iso(stamp: int) -> str:
 def has_history(root: Path) -> bool:
     """Whether ``root`` is a git work tree with at least one commit."""
     try:
-        return gitsync.open_repo(root).head.is_valid()
+        return gitsync.resolve(gitsync.open_repo(root), "HEAD") is not None
     except _ERRORS:
         return False
 
@@ -89,7 +89,13 @@ def changes(
 ) -> list[dict[str, Any]]:
     """Commits that changed lines ``start..end`` of ``path`` (as they are now), newest first, whose
     author date lies in ``[since, until)``; each with the ranges its diff changed there."""
-    args = [f"-L{start},{end}:{path}", "--format=%x1e%H%x1f%an%x1f%at%x1f%s", f"-n{MAX_LOG * 5}"]
+    args = [
+        f"-L{start},{end}:{path}",
+        "--no-textconv",
+        "--no-ext-diff",
+        "--format=%x1e%H%x1f%an%x1f%at%x1f%s",
+        f"-n{MAX_LOG * 5}",
+    ]
     if since is not None:  # committer date >= author date, so this only narrows the walk
         args.append(f"--since={int(since.timestamp())}")
     try:

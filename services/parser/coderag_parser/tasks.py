@@ -9,17 +9,20 @@ indexed one, so the index after any sequence of updates equals a full index of t
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from coderag import chain
 from coderag.chain import Stage
-from coderag.errors import NotFound
+from coderag.errors import Forbidden, InvalidInput, NotFound
 from coderag.jobs import EmbedFiles, IndexRepo, handles
 from coderag.schemas import RepoOut, Unit
 from coderag.settings import Settings
 from coderag.store import Catalog, chain_rows, refs
-from coderag_parser import gitsync
+from coderag_parser import gitsync, origins
 from coderag_parser.files import excluded, indexable, regular_file, walk
 from coderag_parser.parsing import blame_all, parse_all
 
@@ -70,7 +73,7 @@ def _parse(stage: Stage) -> dict[str, Any]:
     fields: dict[str, Any] = {"error": None, "progress": "walking"}
     if repo.status != "ready":
         fields["status"] = "indexing"
-    with stage.renewing():
+    with stage.renewing(), _drop_clone_on_failure(catalog, settings, repo):
         paths, drop, stale, commit, full, root = _index(catalog, settings, repo, reg, fields)
         if not chain.publish_keywords(catalog, name, reg, settings):
             raise NotFound(f"repository {name!r} was deleted while it was parsed")
@@ -89,6 +92,35 @@ def _parse(stage: Stage) -> dict[str, Any]:
     return out
 
 
+@contextmanager
+def _drop_clone_on_failure(catalog: Catalog, settings: Settings, repo: RepoOut) -> Iterator[None]:
+    """A ref that fails before it was ever searchable leaves no clone behind (a retry or a
+    reindex clones again); a repository's own clone, or a ref's that serves an index, stays."""
+    try:
+        yield
+    except Exception:
+        if repo.ref_of and catalog.published(repo.name)[0] <= 0:
+            shutil.rmtree(settings.data_dir / gitsync.CLONES_DIR / repo.name, ignore_errors=True)
+        raise
+
+
+def recheck(repo: RepoOut, settings: Settings) -> RepoOut:
+    """``repo`` with its path resolved again, after checking its path and URL against this
+    worker's own allow-lists (``CODERAG_REPO_ROOTS``, ``CODERAG_URL_SCHEMES``,
+    ``CODERAG_URL_HOSTS``): a row is only as trustworthy as whoever could write the database,
+    and a symlink checked at registration may point elsewhere now. Forbidden outside them,
+    InvalidInput for a path that is gone."""
+    try:
+        path = origins.check_path(repo.path, settings) if repo.path else None
+        if repo.url:
+            origins.check_url(repo.url, settings)
+    except Forbidden as exc:
+        raise Forbidden(f"this worker refuses to index {repo.name!r}: {exc}") from exc
+    except InvalidInput as exc:
+        raise InvalidInput(f"cannot index {repo.name!r}: {exc}") from exc
+    return repo.model_copy(update={"path": path}) if path else repo
+
+
 def _index(
     catalog: Catalog, settings: Settings, repo: RepoOut, reg: str, fields: dict[str, Any]
 ) -> tuple[list[str], set[str], set[str], str | None, bool, Path]:
@@ -96,6 +128,7 @@ def _index(
     whether the whole tree was walked, the directory indexed)."""
     name = repo.name
     catalog.update_repo(name, reg, **fields)
+    repo = recheck(repo, settings)
     gitsync.prune(settings.data_dir, catalog.names())
     root = gitsync.checkout(repo, settings.data_dir)
     commit = gitsync.head_commit(root)

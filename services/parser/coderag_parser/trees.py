@@ -23,7 +23,7 @@ from coderag.errors import NotFound
 from coderag.schemas import RepoOut
 from coderag.settings import Settings
 from coderag.store import Catalog
-from coderag_parser import gitrun, gitsync
+from coderag_parser import gitsync, origins
 
 TREES_DIR = "trees"
 """Readers' clones live in ``data_dir/trees/<name>``, apart from the parser workers' clones."""
@@ -41,6 +41,8 @@ def reader_tree(repo: RepoOut, settings: Settings) -> Path:
     """This host's reader clone of a URL repository, at its indexed commit (cloned or fetched
     as needed); NotFound when the remote no longer holds that commit."""
     assert repo.url
+    # the row's URL is checked against this host's allow-lists again, not trusted as stored
+    origins.check_url(repo.url, settings)
     dest = settings.data_dir / TREES_DIR / repo.name
     dest.parent.mkdir(parents=True, exist_ok=True)
     # threads of this process wait on the lock, other processes on this host (uvicorn
@@ -60,14 +62,13 @@ def _sync(repo: RepoOut, dest: Path) -> None:
         shutil.rmtree(dest)  # a repository of this name deleted and registered again
     if not (dest / ".git").is_dir():
         shutil.rmtree(dest, ignore_errors=True)  # a clone stopped half-way
-        args = ["clone", "--no-recurse-submodules", "--", repo.url, str(dest)]
-        gitrun.run_limited(args, cwd=dest.parent, watch=dest, **limits)
-    clone = gitsync.open_repo(dest)
+        gitsync.clone_into(dest, repo.url, ["--no-recurse-submodules"], limits)
+    clone = gitsync.open_clone(dest)
     wanted = repo.commit or "origin/HEAD"
     if _has(clone, wanted) and _head(clone) == clone.commit(wanted).hexsha:
         return
     if not _has(clone, wanted):
-        gitrun.run_limited(["fetch", "--prune", "origin"], cwd=dest, watch=dest, **limits)
+        gitsync.fetch(dest, repo.url, limits)
     try:
         clone.git.checkout("--detach", "--force", wanted)
     except git.GitCommandError as exc:

@@ -138,32 +138,50 @@ def _local_facts(repo: RepoOut, data_dir: Path) -> tuple[str | None, str | None]
 
 
 def match_repos(
-    catalog: Catalog, settings: Settings, urls: list[str], branch: str, default: str | None
+    catalog: Catalog, settings: Settings, urls: list[str], ref: str, default: str | None
 ) -> tuple[list[str], str | None]:
-    """Names of registered repositories the push updates, or none and the reason why."""
+    """Names of registered repositories the push to full ref ``ref`` (``refs/heads/x`` or
+    ``refs/tags/x``) updates, or none and the reason why. A repository tracks a branch; a ref
+    registered by name (``POST /repos/{name}/refs``) is the branch of that name, else the tag,
+    so a push to either reindexes it, and its checkout picks the same one as before."""
     wanted = {normalise_url(u) for u in urls} - {""}
-    same_repo: list[tuple[str, str | None]] = []
+    same_repo: list[tuple[str, set[str]]] = []
     for repo in catalog.list_repos():
         origin, checked_out = _local_facts(repo, settings.data_dir)
         # a path repo is known only by its origin remote; a URL repo by its registered URL
         key = origin if repo.path else normalise_url(repo.url or "")
         if key and key in wanted:
-            # an unknown branch (clone not made yet) follows the forge's default branch
-            same_repo.append((repo.name, repo.branch or checked_out or default))
+            if repo.ref_of:
+                tracked = {f"refs/heads/{repo.branch}", f"refs/tags/{repo.branch}"}
+            else:
+                # an unknown branch (clone not made yet) follows the forge's default branch
+                branch = repo.branch or checked_out or default
+                tracked = {f"refs/heads/{branch}"} if branch else set()
+            same_repo.append((repo.name, tracked))
     if not same_repo:
         shown = urls[0] if urls else "(no repository URL in the payload)"
         return [], f"no registered repository matches {shown}"
-    names = [name for name, tracked in same_repo if tracked == branch]
+    names = [name for name, tracked in same_repo if ref in tracked]
     if not names:
-        tracked = ", ".join(f"{n} tracks {b or 'no branch'}" for n, b in same_repo)
-        return [], f"push to branch {branch!r} is not a tracked branch ({tracked})"
+        kind = "tag" if ref.startswith("refs/tags/") else "branch"
+        short = ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
+        shown = ", ".join(
+            f"{n} tracks {' or '.join(sorted(t)) or 'no branch'}" for n, t in same_repo
+        )
+        return [], f"push to {kind} {short!r} ({ref}) is not tracked ({shown})"
     return names, None
 
 
 def _record_and_enqueue(
-    catalog: Catalog, settings: Settings, provider: str, delivery: str | None, names: list[str]
+    catalog: Catalog,
+    settings: Settings,
+    provider: str,
+    delivery: str | None,
+    body: bytes,
+    names: list[str],
 ) -> bool:
-    """Queue the reindexes unless this delivery id was seen; False for a duplicate."""
+    """Queue the reindexes unless this delivery id or this very body was seen (a signed body
+    sent again under another id, or none, is the same push); False for a duplicate."""
     now = datetime.now(UTC)
 
     def queue_all() -> bool:
@@ -181,6 +199,7 @@ def _record_and_enqueue(
             now.strftime(stamp),
             (now - DELIVERY_TTL).strftime(stamp),
             queue_all,
+            also=[f"body:{hashlib.sha256(body).hexdigest()}"],
         )
     )
 
@@ -198,16 +217,17 @@ def _handle_push(
     if not isinstance(ref, str) or not ref.startswith(("refs/heads/", "refs/tags/")):
         return {"status": "ignored", "reason": f"ref {ref!r} is not a branch or tag"}
     # a tag is tracked only where it was registered as a ref (POST /repos/{name}/refs)
-    branch = ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
+    short = ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
     after = payload.get("after")
     if payload.get("deleted") is True or (isinstance(after, str) and _ZERO_SHA.match(after)):
-        return {"status": "ignored", "reason": f"branch {branch!r} was deleted"}
+        kind = "tag" if ref.startswith("refs/tags/") else "branch"
+        return {"status": "ignored", "reason": f"{kind} {short!r} was deleted"}
     urls = _payload_urls(provider, payload)
-    names, reason = match_repos(catalog, settings, urls, branch, _default_branch(payload))
+    names, reason = match_repos(catalog, settings, urls, ref, _default_branch(payload))
     if reason:
         # not recorded: a redelivery after the repository is registered should still index it
         return {"status": "ignored", "reason": reason}
-    if not _record_and_enqueue(catalog, settings, provider, delivery, names):
+    if not _record_and_enqueue(catalog, settings, provider, delivery, body, names):
         # a redelivery is a duplicate only while its push is indexed or queued: one whose job
         # Redis lost (a restart without its append-only file) is queued again
         lost = [n for n in names if _push_lost(catalog, settings, n, after)]

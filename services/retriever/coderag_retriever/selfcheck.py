@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from coderag import gitsafe
 from coderag.schemas import Unit
 
 MIN_WORDS = 4
@@ -113,10 +113,12 @@ def doc_questions(units: list[Unit]) -> list[Question]:
 
 
 def _git(root: Path, *args: str) -> str:
-    """Output of a git command in ``root`` ('' when git fails: no history is no questions)."""
-    done = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, errors="replace"
-    )
+    """Output of a git command in ``root``, on its view (``coderag.gitsafe``: the repository's
+    own config is never read); '' when git fails: no history is no questions."""
+    try:
+        done = gitsafe.run(root, list(args), search_parent_directories=True)
+    except gitsafe.NotARepository:
+        return ""
     return done.stdout if done.returncode == 0 else ""
 
 
@@ -124,7 +126,7 @@ def blame(root: Path, path: str) -> dict[int, str]:
     """Line number -> full sha of the commit that last changed it, for the working-tree file
     (uncommitted lines are left out)."""
     out: dict[int, str] = {}
-    for line in _git(root, "blame", "--porcelain", "--", path).splitlines():
+    for line in _git(root, "blame", "--porcelain", "--no-textconv", "--", path).splitlines():
         if line.startswith("\t"):
             continue
         head = line.split(" ")
