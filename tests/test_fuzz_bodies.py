@@ -153,8 +153,9 @@ def test_every_route_survives_hostile_bytes(tmp_path: Path, data_dir: Path) -> N
                 return
             if r.status_code >= 500:
                 failures.append(f"{method} {path} [{label}]: {r.status_code} {r.text[:300]}")
-            if method == "POST" and path in AUDITED:
-                audited[AUDITED[path]] += 1
+            route = path.split("?", 1)[0]  # the audit keys on the path, not the query
+            if method == "POST" and route in AUDITED:
+                audited[AUDITED[route]] += 1
 
         json_type = {"Content-Type": "application/json"}
         for method, path in routes:
@@ -165,7 +166,7 @@ def test_every_route_survives_hostile_bytes(tmp_path: Path, data_dir: Path) -> N
             for label, query in QUERIES.items():
                 send(method, f"{path}?{query}", label)
             send(method, path, "header bytes", headers={"Authorization": b"Bearer \xff\xfe"})
-            send(method, path, "user bytes", headers={"X-User": b"caf\xe9\x00"})
+            send(method, path, "user bytes", headers={"X-User": b"caf\xe9 \xff"})
         assert _answers(http), "the server stopped answering"
 
         expected = {endpoint: n for endpoint, n in audited.items()}
