@@ -80,7 +80,7 @@ def test_hostile_repo_names_reach_no_other_endpoint(tmp_path: Path, data_dir: Pa
                         result = await mcp.call_tool(tool, args)
                         text = result.content[0].text
                         assert result.is_error, (tool, name, text)
-                        assert text.startswith("400: ") and "name must be" in text, text
+                        assert ": 400: repo " in text and "name must be" in text, text
                         assert "retrieved_files" not in text  # no CSV header came back
                         refused.append(tool)
 
