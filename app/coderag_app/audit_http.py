@@ -5,6 +5,7 @@ the request through ``audit.current_call``, so no call is logged twice."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -22,6 +23,8 @@ AUDITED = {"/search": "search", "/ask": "ask", "/retrieve": "retrieve"}
 MAX_QUERY_CHARS = 4000
 """Longest query text stored for a rejected request."""
 
+log = logging.getLogger(__name__)
+
 
 def _user(headers: dict[str, str]) -> str:
     try:
@@ -36,7 +39,7 @@ def _user(headers: dict[str, str]) -> str:
 def _fields(body: bytes) -> tuple[str, str]:
     try:
         data = json.loads(body or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
         return "", ""
     if not isinstance(data, dict):
         return "", ""
@@ -52,7 +55,7 @@ def _files(body: bytes) -> list[str]:
     try:
         results = json.loads(body).get("results", [])
         return list(dict.fromkeys(r["file"] for r in results))
-    except (ValueError, AttributeError, KeyError, TypeError):
+    except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
         return []
 
 
@@ -84,7 +87,10 @@ class AuditMiddleware:
                 response_body.extend(message.get("body", b""))
             await send(message)
 
-        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        # header bytes are latin-1 (ASGI); any byte may arrive, none may stop the row
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
+        }
         user = _user(headers)
         outer = audit.current_call.get()
         if outer is not None and user == "anonymous":
@@ -96,19 +102,32 @@ class AuditMiddleware:
         finally:
             audit.current_call.reset(token)
             if not call["recorded"]:
-                code = status["code"]
-                outcome = "ok" if code < 400 else f"error {code}"
-                if code < 400 and endpoint == "ask":
-                    outcome = "aborted"  # the stream ended before its done event
-                repo, query = _fields(bytes(request_body))
-                audit.record(
-                    get_catalog(),
-                    user=user,
-                    endpoint=endpoint,
-                    repo=repo,
-                    query=query,
-                    files=_files(bytes(response_body)) if code < 400 else [],
-                    input_tokens=0,
-                    response_ms=(time.perf_counter() - start) * 1000,
-                    status=outcome,
-                )
+                try:
+                    self._record(endpoint, user, status["code"], request_body, response_body, start)
+                except Exception:  # the answer is sent; a row that cannot be written is logged
+                    log.exception("audit row of %s by %s not written", endpoint, user)
+
+    @staticmethod
+    def _record(
+        endpoint: str,
+        user: str,
+        code: int,
+        request_body: bytearray,
+        response_body: bytearray,
+        start: float,
+    ) -> None:
+        outcome = "ok" if code < 400 else f"error {code}"
+        if code < 400 and endpoint == "ask":
+            outcome = "aborted"  # the stream ended before its done event
+        repo, query = _fields(bytes(request_body))
+        audit.record(
+            get_catalog(),
+            user=user,
+            endpoint=endpoint,
+            repo=repo,
+            query=query,
+            files=_files(bytes(response_body)) if code < 400 else [],
+            input_tokens=0,
+            response_ms=(time.perf_counter() - start) * 1000,
+            status=outcome,
+        )

@@ -82,12 +82,15 @@ def create_gateway(
     )
 
     @app.get("/health")
-    async def health() -> JSONResponse:
+    async def health(request: Request) -> JSONResponse:
         """Every service's /health, and ok only when each of them is ok."""
+
+        # the caller's token goes along: a service tells its dependencies only to an admin
+        who = {k: v for k in ("authorization", "x-user") if (v := request.headers.get(k))}
 
         async def one(name: str, base: str) -> tuple[str, dict]:
             try:
-                r = await client.get(f"{base}/health", timeout=HEALTH_TIMEOUT_S)
+                r = await client.get(f"{base}/health", timeout=HEALTH_TIMEOUT_S, headers=who)
                 return name, r.json()
             except (httpx.HTTPError, ValueError) as exc:
                 return name, {"status": "unreachable", "error": str(exc) or type(exc).__name__}

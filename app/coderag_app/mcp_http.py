@@ -30,7 +30,9 @@ class _TokenGate:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
+        }
         try:
             current_principal(get_settings(), headers.get("authorization"), headers.get("x-user"))
         except Unauthorized as exc:

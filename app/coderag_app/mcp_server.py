@@ -12,6 +12,7 @@ import getpass
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from mcp.server.mcpserver import Context, MCPServer
@@ -20,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from coderag import audit
 from coderag.deps import current_principal
 from coderag.errors import Unauthorized
+from coderag.schemas import check_repo_name
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 
@@ -36,6 +38,17 @@ INSTRUCTIONS = (
 
 STDIO_IDENTITY: dict[str, str] = {}
 """Headers a stdio server forwards (``coderag mcp --token/--user`` sets them)."""
+
+
+def api_path(*segments: str) -> str:
+    """An API path from its segments, each percent-escaped whole: no ``/``, ``..``, ``?`` or
+    ``#`` inside a value can change which endpoint is called."""
+    return "".join("/" + quote(s, safe="") for s in segments)
+
+
+def repo_path(repo: str, *rest: str) -> str:
+    """``/repos/{repo}/...`` for a valid repository name; ValueError saying what names are."""
+    return api_path("repos", check_repo_name(repo), *rest)
 
 
 def _range(hit: dict[str, Any]) -> str:
@@ -56,14 +69,22 @@ class Tools:
         repo: str,
         query: str,
         method: str,
-        path: str,
+        path: str | Callable[[], str],
         **kw: Any,
     ) -> Any:
-        """One API request on the caller's behalf, audited as ``mcp/<tool>``; errors → ToolError."""
+        """One API request on the caller's behalf, audited as ``mcp/<tool>``; errors → ToolError.
+        ``path`` may be a function building it from the tool's arguments (``repo_path``): its
+        ValueError is the caller's mistake, answered and audited as a 400."""
         headers, user = identity(ctx)
         start = time.perf_counter()
         status, files = "ok", []
         try:
+            if callable(path):
+                try:
+                    path = path()
+                except ValueError as exc:
+                    status = "error 400"
+                    raise ToolError(f"400: repo {repo!r}: {exc}") from exc
             async with self.client() as http:
                 r = await http.request(method, path, headers=headers, **kw)
             if r.status_code >= 400:
@@ -192,7 +213,13 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
         if end_line is not None:
             params["end"] = end_line
         body = await tools.call(
-            ctx, "read_range", repo, file, "GET", f"/repos/{repo}/file", params=params
+            ctx,
+            "read_range",
+            repo,
+            file,
+            "GET",
+            lambda: repo_path(repo, "file"),
+            params=params,
         )
         numbered = "\n".join(
             f"{n:>5}  {line}" for n, line in enumerate(body["lines"], body["start_line"])
@@ -219,7 +246,7 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
         if kind:
             params["kind"] = kind
         rows = await tools.call(
-            ctx, "symbols", repo, prefix, "GET", f"/repos/{repo}/symbols", params=params
+            ctx, "symbols", repo, prefix, "GET", lambda: repo_path(repo, "symbols"), params=params
         )
         return [{"range": _range(r), **r} for r in rows]
 
@@ -228,7 +255,7 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
     ) -> dict[str, Any]:
         params = {"symbol": symbol, **_ref(ref)}
         body = await tools.call(
-            ctx, tool, repo, symbol, "GET", f"/repos/{repo}/calls", params=params
+            ctx, tool, repo, symbol, "GET", lambda: repo_path(repo, "calls"), params=params
         )
         return {
             "unit": {"range": _range(body["unit"]), **body["unit"]},

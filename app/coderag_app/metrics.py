@@ -1,6 +1,7 @@
 """/metrics in Prometheus text: HTTP metrics from the instrumentator, audited-call latency and
 outcomes, job and queue counts, index stage durations and embed throughput, and per-repository
-units, files and vectors read from the catalog and Chroma at scrape time."""
+units and files read from the catalog at scrape time, and vectors counted in Chroma only when a
+repository's index has moved since the last scrape. /metrics takes the API's tokens."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import threading
 import time
 from collections.abc import Iterator
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from coderag import audit, chain, queue
-from coderag.settings import get_settings
-from coderag.store import get_catalog, get_vectors
+from coderag.deps import current_principal
+from coderag.settings import Settings, get_settings
+from coderag.store import Catalog, get_catalog, get_vectors
 from coderag.store.vectors import SPACE_PREFIXES
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -27,6 +29,10 @@ QUEUES = ("parser", "embedder", "retriever", "generator")
 
 class _Index(Collector):
     """Gauges read at scrape time: repositories, units, files, vectors, queue depth, jobs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._vectors: dict[str, tuple[tuple, dict[str, int]]] = {}
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """One family per quantity."""
@@ -41,16 +47,35 @@ class _Index(Collector):
         vectors = GaugeMetricFamily(
             "coderag_repo_vectors", "Vectors per space", labels=["repo", "space"]
         )
-        store = get_vectors(settings)
-        for repo in catalog.list_repos():
+        repos = catalog.list_repos()
+        counts = self._vector_counts(catalog, settings)
+        for repo in repos:
             units.add_metric([repo.name], repo.units)
             files.add_metric([repo.name], repo.files)
             skipped.add_metric([repo.name], repo.skipped)
             ready.add_metric([repo.name, repo.status], 1)
-            for space in SPACE_PREFIXES:
-                vectors.add_metric([repo.name, space], store.count(repo.name, space))
+            for space, n in counts.get(repo.name, {}).items():
+                vectors.add_metric([repo.name, space], n)
         yield from (units, files, skipped, ready, vectors)
         yield from _queues(settings.redis_url)
+
+    def _vector_counts(self, catalog: Catalog, settings: Settings) -> dict[str, dict[str, int]]:
+        """Vectors per repository and space: Chroma's count of a collection is kept with the
+        index version it was read at, and read again only once that version moves (a count of
+        every collection on every scrape cost each scrape a Chroma call per collection)."""
+        versions = catalog.index_versions()
+        with self._lock:
+            for name in set(self._vectors) - set(versions):
+                del self._vectors[name]
+            stale = [n for n, v in versions.items() if self._vectors.get(n, ((),))[0] != v]
+        if stale:
+            store = get_vectors(settings)
+            for name in stale:
+                found = {space: store.count(name, space) for space in SPACE_PREFIXES}
+                with self._lock:
+                    self._vectors[name] = (versions[name], found)
+        with self._lock:
+            return {name: dict(found) for name, (_, found) in self._vectors.items()}
 
 
 def _queues(redis_url: str | None) -> Iterator[GaugeMetricFamily]:
@@ -137,5 +162,11 @@ def install(app: FastAPI) -> Metrics:
     chain.listen(metrics.on_progress)
     Instrumentator(registry=metrics.registry, excluded_handlers=["/metrics"]).instrument(
         app
-    ).expose(app, endpoint="/metrics", include_in_schema=False)
+    ).expose(
+        app,
+        endpoint="/metrics",
+        include_in_schema=False,
+        # names of repositories and refs are the API's to tell: the same tokens (any role)
+        dependencies=[Depends(current_principal)],
+    )
     return metrics

@@ -2,26 +2,46 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from coderag import audit
-from coderag.deps import AdminDep, CatalogDep, SettingsDep
+from coderag.deps import AdminDep, CatalogDep, SettingsDep, current_principal
+from coderag.errors import Unauthorized
 from coderag.responses import errors
-from coderag.store import get_vectors
+from coderag.settings import Settings
+from coderag.store import Catalog, get_vectors
 
 router = APIRouter(tags=["platform"])
 
 
 @router.get("/health")
-def health(settings: SettingsDep, catalog: CatalogDep) -> dict:
-    """Liveness and each dependency's state."""
+def health(settings: SettingsDep, catalog: CatalogDep, request: Request) -> dict:
+    """``{"status": "ok"}`` or ``{"status": "down"}`` to anyone; to an admin (everyone when no
+    tokens are set) also each dependency's state, with the error a failed one gave."""
+    try:
+        who = request.headers
+        admin = current_principal(settings, who.get("authorization"), who.get("x-user")).may(
+            "admin"
+        )
+    except Unauthorized:
+        admin = False
+    deps = _dependencies(settings, catalog)
+    ok = all(v in ("ok", "in-process") for v in deps.values())
+    if not admin:  # an error's text names hosts, ports and drivers: not for anonymous callers
+        return {"status": "ok" if ok else "down"}
+    return {"status": "ok" if ok else "degraded", "dependencies": deps}
+
+
+def _dependencies(settings: Settings, catalog: Catalog) -> dict[str, str]:
+    """Each dependency's state: ok, in-process, or what failed."""
     deps: dict[str, str] = {}
     try:
         catalog.db.ping()
         deps[catalog.db.dialect] = "ok"  # "sqlite" or "postgresql"
     except Exception as exc:
-        deps[catalog.db.dialect] = f"error: {exc}"
+        cause = exc.__cause__ or exc  # the driver's own words, for the admin
+        deps[catalog.db.dialect] = f"error: {cause}"
     deps["chroma"] = "ok" if get_vectors(settings).heartbeat() else "unreachable"
     if settings.redis_url:
         try:
@@ -33,8 +53,7 @@ def health(settings: SettingsDep, catalog: CatalogDep) -> dict:
             deps["redis"] = f"unreachable: {exc}"
     else:
         deps["queue"] = "in-process"
-    status = "ok" if all(v in ("ok", "in-process") for v in deps.values()) else "degraded"
-    return {"status": status, "dependencies": deps}
+    return deps
 
 
 @router.get(
@@ -58,6 +77,7 @@ def export_audit(
     """The audit log as CSV, optionally between two times (admin)."""
     audit.parse_time(since, "since")
     audit.parse_time(until, "until")
+    catalog.db.ping()  # a database that is down is a 503 here, not a 200 cut short
     return StreamingResponse(
         audit.export_csv(catalog, since, until),
         media_type="text/csv",

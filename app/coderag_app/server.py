@@ -15,6 +15,7 @@ from coderag.settings import get_settings
 from coderag_app import docs, mcp_http, metrics, platform, web
 from coderag_app.audit_http import AuditMiddleware
 from coderag_app.hosts import HostCheckMiddleware
+from coderag_app.json_body import JsonBodyMiddleware
 from coderag_app.limits import BodyLimitMiddleware
 
 SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever", "coderag_generator")
@@ -64,6 +65,7 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
         openapi_url=None,
     )
     install_handlers(app)
+    app.add_middleware(JsonBodyMiddleware)  # inside the cap: it reads what the cap counts
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(HostCheckMiddleware)
     app.include_router(platform.router, responses=errors(400))

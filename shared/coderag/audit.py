@@ -36,6 +36,11 @@ observers: list[Callable[[str, str, float], None]] = []
 """Called as observer(endpoint, status, response_ms) for every row written (metrics)."""
 
 
+def text(value: str) -> str:
+    """``value`` with any lone surrogate replaced by ``?``, so every encoder accepts it."""
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
 def record(
     catalog: Catalog,
     *,
@@ -48,13 +53,14 @@ def record(
     response_ms: float,
     status: str,
 ) -> None:
-    """Append one audit row."""
+    """Append one audit row (text that is not valid Unicode, a lone surrogate from a JSON
+    escape, is stored with ``?`` in its place: the row is written whatever the request held)."""
     row = (
-        user,
-        endpoint,
-        repo,
-        query,
-        json.dumps(files),
+        text(user),
+        text(endpoint),
+        text(repo),
+        text(query),
+        json.dumps([text(f) for f in files]),
         input_tokens,
         round(response_ms, 2),
         status,

@@ -7,7 +7,7 @@ CoderagError                 500  a bug or an unexpected state (never for bad in
  ├── NotFound                404  unknown repository, session or job
  ├── Conflict                409  the resource exists or is busy
  ├── TooLarge                413  the request body is over its limit
- ├── Unavailable             503  a dependency (model, Redis, Chroma, retriever) is down
+ ├── Unavailable             503  a dependency (database, model, Redis, Chroma, retriever) is down
  └── ConfigError             ---  a setting points at nothing; raised at startup, not per request
 """
 

@@ -15,7 +15,7 @@ REASONS = {
     409: "The repository exists already or is not ready for this.",
     413: "The request body is over the server's limit.",
     422: "The body or a parameter does not match this schema.",
-    503: "A dependency (Chroma, Redis, the retriever, a model) is not reachable.",
+    503: "A dependency (the database, Chroma, Redis, the retriever, a model) is not reachable.",
 }
 """The meaning of each error status coderag answers with."""
 

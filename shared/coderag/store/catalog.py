@@ -136,6 +136,15 @@ class Catalog:
         )
         return [_repo_out(r) for r in rows]
 
+    def index_versions(self) -> dict[str, tuple]:
+        """Each repository's and ref's index version: a value that changes whenever its vectors
+        may have (a new registration, a published generation, a stage's progress, a chain's
+        start or end), so figures read from Chroma can be kept until it moves."""
+        rows = self.db.read(
+            "SELECT name, uid, generation, status, stages, vectors_mark, indexed_at FROM repos"
+        )
+        return {r["name"]: tuple(r[1:]) for r in rows}
+
     def update_repo(self, name: str, registration: str | None = None, **fields: object) -> None:
         """Set columns of a repository row; with ``registration``, only of that registration
         (NotFound when the repository was deleted or registered again since)."""

@@ -45,6 +45,7 @@ import sqlalchemy.dialects.sqlite.pysqlite
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
+from coderag.errors import Unavailable
 from coderag.store.migrate import upgrade
 
 T = TypeVar("T")
@@ -68,8 +69,18 @@ POOL = {"pool_size": 5, "max_overflow": 15}
 """Read connections kept per process, and how many more a burst may open (PostgreSQL's default
 allows 100 connections, shared by every process)."""
 
-DatabaseError = exc.SQLAlchemyError
-"""What a failed read or write raises (the driver's own error is its ``orig``)."""
+
+class DatabaseDown(Unavailable):
+    """The database did not answer (a PostgreSQL server stopped or unreachable, a SQLite file
+    that cannot be opened or stays locked): a 503 naming the database, never its address."""
+
+
+DatabaseError = (exc.SQLAlchemyError, DatabaseDown)
+"""What a failed read or write raises (a driver's own error is the ``orig`` of SQLAlchemy's, or
+the ``__cause__`` of ``DatabaseDown``)."""
+
+SQLITE_DOWN = ("locked", "busy", "unable to open", "disk i/o")
+"""SQLite errors that mean the file cannot be used now, not that a statement is wrong."""
 
 _STOP = object()
 
@@ -161,6 +172,16 @@ def url_of(target: Path | str) -> sa.URL:
     return url
 
 
+def _down(dialect: str, error: exc.SQLAlchemyError) -> bool:
+    """Whether a failed statement means the database is unreachable (not a wrong statement)."""
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if dialect == "sqlite":
+        text = str(error.orig if isinstance(error, exc.DBAPIError) else error).lower()
+        return isinstance(error, exc.OperationalError) and any(t in text for t in SQLITE_DOWN)
+    return isinstance(error, exc.OperationalError | exc.InterfaceError | exc.TimeoutError)
+
+
 def _is_busy(error: Exception) -> bool:
     """Whether an error means another connection holds SQLite's lock (worth retrying)."""
     text = str(error).lower()
@@ -219,7 +240,8 @@ class Database:
         _open.add(self)
         key = self.url.render_as_string(hide_password=False)
         if key not in _migrated:
-            self.write(lambda tx: upgrade(tx.connection))
+            # the driver's own error, not DatabaseDown: opening names its target itself
+            self._queued(lambda tx: upgrade(tx.connection))
             _migrated.add(key)
 
     def _start_writer(self) -> None:
@@ -255,16 +277,39 @@ class Database:
 
     def write(self, fn: Callable[[Tx], T]) -> T:
         """Run ``fn`` in one transaction on the writer thread and return its result; committed
-        before the caller is woken, so its next read sees the write."""
+        before the caller is woken, so its next read sees the write; DatabaseDown when the
+        database does not answer."""
+        try:
+            return self._queued(fn)
+        except exc.SQLAlchemyError as error:
+            if _down(self.dialect, error):
+                raise self._unavailable() from error
+            raise
+
+    def _queued(self, fn: Callable[[Tx], T]) -> T:
         fut: Future[T] = Future()
         self._jobs.put((fn, fut))
         return fut.result()
 
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
-        """Run a read-only query with named parameters on a pooled connection."""
+        """Run a read-only query with named parameters on a pooled connection; DatabaseDown when
+        the database does not answer."""
         params = params or {}
-        with self.engine.connect() as conn:
-            return _rows(conn.execute(statement(sql, params), params))
+        try:
+            with self.engine.connect() as conn:
+                return _rows(conn.execute(statement(sql, params), params))
+        except exc.SQLAlchemyError as error:
+            if _down(self.dialect, error):
+                raise self._unavailable() from error
+            raise
+
+    def _unavailable(self) -> DatabaseDown:
+        """The error a request gets while this database does not answer."""
+        name = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(self.dialect, self.dialect)
+        return DatabaseDown(
+            f"the database ({name}) is not answering; the request can be sent again once it is "
+            "back (GET /health with an admin token says why)"
+        )
 
     def ping(self) -> None:
         """Raise when the database cannot be read (for /health)."""
