@@ -11,17 +11,20 @@ import contextlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import sqlalchemy as sa
 from alembic.util.exc import CommandError
-from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
-from sqlalchemy.pool import NullPool
 
 from coderag.errors import InvalidInput, Unavailable
-from coderag.store.database import BUSY_TIMEOUT_S, LOCK_TIMEOUT, WRITE_LOCK, Database, url_of
+from coderag.store.database import (
+    Database,
+    one_writer_engine,
+    read_sqlite_schema,
+    take_write_lock,
+    url_of,
+)
 from coderag.store.migrate import copy_into, one_line
 
 DRIVERS = {"sqlite": "sqlite", "sqlite+pysqlite": "sqlite", "postgresql+psycopg": "postgresql"}
@@ -129,10 +132,7 @@ def _check_sqlite_target(url: sa.URL) -> list[Path]:
         raise InvalidInput(f"there is no folder {path.parent} for the target file: make it first")
     if path.exists():
         try:
-            with contextlib.closing(
-                sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
-            ) as conn:
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            read_sqlite_schema(path)
         except sqlite3.Error as error:
             raise InvalidInput(
                 f"{path} is not a SQLite database ({error}): name a new file or an empty database"
@@ -146,20 +146,7 @@ def _transaction(url: sa.URL, shown: str) -> Iterator[Connection]:
     the write lock every coderag process takes (so a server starting on it waits); SQLite's
     file is not switched to WAL (that would write before the target is known to be empty).
     A driver's error becomes one line naming the target."""
-    sqlite = url.get_backend_name() == "sqlite"
-    args = {"timeout": BUSY_TIMEOUT_S} if sqlite else {}
-    engine = sa.create_engine(url, poolclass=NullPool, connect_args=args)
-    if sqlite:
-
-        @event.listens_for(engine, "connect")
-        def _connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
-            dbapi_conn.isolation_level = None  # BEGIN IMMEDIATE below, DDL inside it
-            dbapi_conn.execute("PRAGMA foreign_keys=ON")
-
-        @event.listens_for(engine, "begin")
-        def _begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
+    engine = one_writer_engine(url)
     try:
         try:
             conn = engine.connect()
@@ -168,9 +155,7 @@ def _transaction(url: sa.URL, shown: str) -> Iterator[Connection]:
         except DBAPIError as error:  # a bad connection option (connect_timeout=abc)
             raise InvalidInput(f"cannot open {shown}: {one_line(error.orig)}") from error
         with conn, conn.begin():
-            if not sqlite:
-                conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+            take_write_lock(conn)
             yield conn
     except DBAPIError as error:
         raise InvalidInput(
