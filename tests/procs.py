@@ -90,11 +90,12 @@ def stop(proc: subprocess.Popen) -> None:
 class RedisServer:
     """A redis-server on a loopback port, restartable on the same data directory."""
 
-    def __init__(self, data: Path, appendonly: bool = True) -> None:
+    def __init__(self, data: Path, appendonly: bool = True, password: str = "") -> None:
         self.data = data
         self.appendonly = appendonly
+        self.password = password
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.url = f"redis://{f':{password}@' if password else ''}127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen | None = None
         data.mkdir(parents=True, exist_ok=True)
 
@@ -107,7 +108,8 @@ class RedisServer:
         self.proc = subprocess.Popen(
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data)]
             + ["--save", ""]
-            + (aof or ["--appendonly", "no"]),
+            + (aof or ["--appendonly", "no"])
+            + (["--requirepass", self.password] if self.password else []),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -127,15 +129,23 @@ class RedisServer:
         self.proc = None
 
 
-def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
-    """A ``chroma run`` server keeping its data in ``path``, on a free loopback port, once it
-    answers; (the process, its URL)."""
+def start_chroma(path: Path, sweep_every: float | None = None) -> tuple[subprocess.Popen, str]:
+    """A Chroma server keeping its data in ``path``, on a free loopback port, once it answers;
+    (the process, its URL): plain ``chroma run``, or with ``sweep_every`` the product's
+    ``coderag chroma``, which removes deleted collections' folders that often."""
     import httpx
 
     binary = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
     port = free_port()
+    where = ["--path", str(path), "--host", "127.0.0.1", "--port", str(port)]
+    if sweep_every is None:
+        cmd = [binary, "run", *where]
+    else:
+        code = "import sys; from coderag_app.cli import main; sys.exit(main(sys.argv[1:]))"
+        cmd = [sys.executable, "-c", code, "chroma", *where, "--sweep-every", str(sweep_every)]
     proc = subprocess.Popen(
-        [binary, "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+        cmd,
+        env=worker_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # a process group of its own, which ``stop`` ends
@@ -147,5 +157,5 @@ def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
                 return proc, url
         except httpx.HTTPError:
             time.sleep(0.1)
-    proc.terminate()
+    stop(proc)
     raise RuntimeError("chroma run did not start")

@@ -104,6 +104,7 @@ def suite(
         "REPOS_DIR": str(repos),
         "CODERAG_WEBHOOK_SECRET": SECRET,
         "CODERAG_DB_PASSWORD": "compose-test-db",
+        "CODERAG_REDIS_PASSWORD": "composetestredis",
         "CODERAG_DB_HOST": "127.0.0.1",
         "CODERAG_DB_PORT": str(ports["DB"]),
         **{f"CR_{k}_PORT": str(v) for k, v in ports.items()},
@@ -112,7 +113,7 @@ def suite(
         f"http://127.0.0.1:{ports['GATEWAY']}",
         env,
         repos,
-        f"redis://127.0.0.1:{ports['REDIS']}/0",
+        f"redis://:composetestredis@127.0.0.1:{ports['REDIS']}/0",
         request.param,
     )
     s.compose("up", "-d", "--no-build")

@@ -253,6 +253,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import threading
 
     from redis import Redis
+    from redis.exceptions import AuthenticationError
     from rq import Queue, Worker
 
     from coderag.queue import heal_forever
@@ -264,6 +265,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return 2
     load_jobs(tuple(f"coderag_{q}" for q in args.queues))  # only the services this worker runs
     conn = Redis.from_url(settings.redis_url)
+    try:
+        conn.ping()
+    except AuthenticationError as exc:  # Redis has a password (compose's --requirepass)
+        print(
+            f"error: Redis refused this worker ({exc}): give REDIS_URL the server's password, "
+            "redis://:PASSWORD@host:6379/0",
+            file=sys.stderr,
+        )
+        return 2
     stop = threading.Event()  # every worker also restarts indexing whose worker died
     threading.Thread(target=heal_forever, args=(settings, stop), daemon=True).start()
     try:

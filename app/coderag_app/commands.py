@@ -1,5 +1,5 @@
-"""The CLI's repository, agent and database commands: ``repos``, ``reindex``, ``health``, ``mcp``
-and ``copy-database``, each with ``--json`` where a script reads the output."""
+"""The CLI's repository, agent and database commands: ``repos``, ``reindex``, ``health``, ``mcp``,
+``copy-database`` and ``chroma``, each with ``--json`` where a script reads the output."""
 
 from __future__ import annotations
 
@@ -141,6 +141,18 @@ def cmd_copy_database(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_chroma(args: argparse.Namespace) -> int:
+    """Run the Chroma server on a folder, removing deleted collections' files from it."""
+    # imported here so that `coderag --help` and every other command start fast
+    from pathlib import Path
+
+    from coderag.store.vectors import chroma_folder
+    from coderag_app.chroma_server import SWEEP_EVERY_S, serve
+
+    path = Path(args.path).expanduser() if args.path else chroma_folder(get_settings().data_dir)
+    return serve(path, args.host, args.port, args.sweep_every or SWEEP_EVERY_S)
+
+
 def add_commands(sub: Any) -> None:
     """Add this module's subcommands to the CLI's subparsers."""
     s = sub.add_parser("repos", help=cmd_repos.__doc__)
@@ -168,3 +180,9 @@ def add_commands(sub: Any) -> None:
     )
     s.add_argument("--json", action="store_true", help="print the rows copied per table as JSON")
     s.set_defaults(func=cmd_copy_database)
+    s = sub.add_parser("chroma", help=cmd_chroma.__doc__)
+    s.add_argument("--path", help="Chroma's data folder (default: the data directory's chroma/)")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--sweep-every", type=float, help="seconds between sweeps (default 5)")
+    s.set_defaults(func=cmd_chroma)

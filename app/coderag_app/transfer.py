@@ -1,70 +1,179 @@
 """``coderag copy-database``: a team that outgrows the embedded SQLite file moves its catalog,
 audit log and sessions to PostgreSQL without indexing anything again (the vectors stay where they
 are: in Chroma, which the database only names by repository). This module checks what it is
-given and opens both databases; the rows move in ``coderag.store.migrate.copy_rows``."""
+given and opens both databases; the target is checked empty, migrated and filled in one
+transaction (``coderag.store.migrate.copy_into``), so a refused or failed copy writes nothing
+there: PostgreSQL and SQLite both roll DDL back. Every refusal is one line saying what to fix."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
-from sqlalchemy.exc import ArgumentError, OperationalError
+import sqlalchemy as sa
+from alembic.util.exc import CommandError
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from coderag.errors import InvalidInput, Unavailable
-from coderag.store.database import Database, url_of
-from coderag.store.migrate import copy_rows
+from coderag.store.database import (
+    Database,
+    one_writer_engine,
+    read_sqlite_schema,
+    take_write_lock,
+    url_of,
+)
+from coderag.store.migrate import copy_into, one_line
 
-DIALECTS = ("sqlite", "postgresql")
-"""The databases the catalog runs on."""
+DRIVERS = {"sqlite": "sqlite", "sqlite+pysqlite": "sqlite", "postgresql+psycopg": "postgresql"}
+"""The URL schemes (after ``url_of``: ``postgresql://`` means psycopg 3) the catalog runs on, and
+their database; other drivers (asyncpg, psycopg2) are not installed."""
+
+EXAMPLE = "postgresql://user:password@host/database"
+"""The target URL a message shows as the form to use."""
+
+SIDE_FILES = ("", "-journal", "-wal", "-shm")
+"""A SQLite file and the files SQLite keeps beside it, removed again when a copy into a new
+file fails."""
 
 
 def copy_database(source: Path | str, target: Path | str) -> dict[str, int]:
-    """Copy every row of ``source`` (a SQLite file or a database URL) into the empty ``target``,
-    both first migrated to the shipped schema (as a server's start would); the rows copied per
-    table. InvalidInput when the two are one database, a URL does not parse or names another
-    kind of database, the source file does not exist or a row does not fit the target;
-    Conflict when the target holds rows; Unavailable when a server does not answer. Nothing
-    is written on error."""
-    if isinstance(source, Path) and not source.is_file():
-        raise InvalidInput(f"no database file at {source}")
-    urls = [_url(t) for t in (source, target)]
-    if urls[0] == urls[1]:
+    """Copy every row of ``source`` (a SQLite file or a database URL, first migrated to the
+    shipped schema as a server's start would) into ``target``, which must hold no table at all;
+    the rows copied per table. InvalidInput when the two are one database, a URL does not parse,
+    names another kind of database or driver, a database in memory or a file that is not a SQLite
+    database, the source file does not exist, or a row does not fit the target; Conflict when the
+    target holds any table; Unavailable when a server does not answer. Nothing is written to the
+    target on error (a SQLite file the copy created is removed)."""
+    src_url, dst_url = _checked(source, "source"), _checked(target, "target")
+    if _key(src_url) == _key(dst_url):
         raise InvalidInput("the source and the target are the same database")
-    src = _open(source)
+    if src_url.get_backend_name() == "sqlite" and not Path(src_url.database or "").is_file():
+        raise InvalidInput(f"no database file at {src_url.database}")
+    new_files = _check_sqlite_target(dst_url)
     try:
-        dst = _open(target)
+        src = _open(source)
         try:
-            with src.engine.connect() as conn:
-                return dst.write(lambda tx: copy_rows(conn, tx.connection))
+            with src.engine.connect() as conn, _transaction(dst_url, _shown(target)) as dst:
+                return copy_into(conn, dst)
         finally:
-            dst.close()
-    finally:
-        src.close()
+            src.close()
+    except BaseException:
+        for path in new_files:
+            path.unlink(missing_ok=True)
+        raise
 
 
-def _shown(target: Path | str) -> str:
-    """How an error names a database: a file by its path, a URL not at all (it may hold a
-    password)."""
-    return str(target) if isinstance(target, Path) else "the database URL"
+def _shown(target: Path | str | sa.URL) -> str:
+    """How an error names a database: a file by its path, a server's URL not at all (it may
+    hold a password)."""
+    if isinstance(target, Path):
+        return str(target)
+    url = target if isinstance(target, sa.URL) else _parsed(target)
+    if url is not None and url.get_backend_name() == "sqlite" and url.database:
+        return url.database
+    return "the database URL"
 
 
-def _url(target: Path | str) -> str:
-    """``target``'s URL as text; InvalidInput when it does not parse or names a database the
-    catalog does not run on."""
+def _parsed(target: str) -> sa.URL | None:
+    """``target`` as a URL, None when it does not parse."""
+    try:
+        return url_of(target)
+    except (ArgumentError, ValueError):
+        return None
+
+
+def _checked(target: Path | str, side: str) -> sa.URL:
+    """``target``'s URL; InvalidInput when it does not parse or names a database, a driver or a
+    place the catalog cannot be copied from or to."""
     try:
         url = url_of(target.resolve() if isinstance(target, Path) else target)
     except (ArgumentError, ValueError) as error:  # no scheme, a port that is not a number
-        raise InvalidInput(f"{_shown(target)} is not a database URL: {error}") from error
-    if url.get_backend_name() not in DIALECTS:
         raise InvalidInput(
-            f"{_shown(target)} names {url.get_backend_name()}; coderag stores its catalog in "
-            "SQLite or PostgreSQL"
+            f"{_shown(target)} is not a database URL ({one_line(error)}): write it as {EXAMPLE}"
+        ) from error
+    backend = url.get_backend_name()
+    if backend not in DRIVERS.values():
+        raise InvalidInput(
+            f"{_shown(target)} names {backend}; coderag stores its catalog in SQLite or "
+            f"PostgreSQL: write {EXAMPLE}"
         )
+    if url.drivername not in DRIVERS:
+        driver = url.get_driver_name()
+        raise InvalidInput(
+            f"the {side} URL asks for the driver {driver}, which coderag does not use: write "
+            f"{backend}://... without +{driver} (PostgreSQL is reached through psycopg 3)"
+        )
+    if backend == "sqlite" and (not url.database or url.database == ":memory:"):
+        raise InvalidInput(
+            f"the {side} URL names a SQLite database in memory, which is gone when the copy "
+            "ends: name a file, e.g. sqlite:////srv/coderag/coderag.db"
+        )
+    return url
+
+
+def _key(url: sa.URL) -> str:
+    """``url`` as text, a SQLite file by its resolved path, to tell whether two are one."""
+    if url.get_backend_name() == "sqlite":
+        url = url.set(drivername="sqlite", database=str(Path(url.database or "").resolve()))
     return url.render_as_string(hide_password=False)
 
 
-def _open(target: Path | str) -> Database:
-    """The database at ``target``, migrated; Unavailable when its server does not answer."""
+def _check_sqlite_target(url: sa.URL) -> list[Path]:
+    """For a SQLite target, the files a copy would create (to remove when it fails); InvalidInput
+    when its folder does not exist or an existing file is not a SQLite database, found by a
+    read-only open, before anything can write there."""
+    if url.get_backend_name() != "sqlite":
+        return []
+    path = Path(url.database or "")
+    if not path.parent.is_dir():
+        raise InvalidInput(f"there is no folder {path.parent} for the target file: make it first")
+    if path.exists():
+        try:
+            read_sqlite_schema(path)
+        except sqlite3.Error as error:
+            raise InvalidInput(
+                f"{path} is not a SQLite database ({error}): name a new file or an empty database"
+            ) from error
+    return [p for p in (Path(f"{path}{s}") for s in SIDE_FILES) if not p.exists()]
+
+
+@contextlib.contextmanager
+def _transaction(url: sa.URL, shown: str) -> Iterator[Connection]:
+    """One write transaction on the target, committed when the block ends without error, under
+    the write lock every coderag process takes (so a server starting on it waits); SQLite's
+    file is not switched to WAL (that would write before the target is known to be empty).
+    A driver's error becomes one line naming the target."""
+    engine = one_writer_engine(url)
     try:
-        return Database(target)
+        try:
+            conn = engine.connect()
+        except OperationalError as error:
+            raise Unavailable(f"cannot open {shown}: {one_line(error.orig)}") from error
+        except DBAPIError as error:  # a bad connection option (connect_timeout=abc)
+            raise InvalidInput(f"cannot open {shown}: {one_line(error.orig)}") from error
+        with conn, conn.begin():
+            take_write_lock(conn)
+            yield conn
+    except DBAPIError as error:
+        raise InvalidInput(
+            f"cannot copy into {shown}, so nothing was written: {one_line(error.orig)}"
+        ) from error
+    finally:
+        engine.dispose()
+
+
+def _open(source: Path | str) -> Database:
+    """The source database, migrated; Unavailable when its server does not answer."""
+    try:
+        return Database(source)
     except OperationalError as error:
-        raise Unavailable(f"cannot open {_shown(target)}: {error.orig}") from error
+        raise Unavailable(f"cannot open {_shown(source)}: {one_line(error.orig)}") from error
+    except DBAPIError as error:
+        raise InvalidInput(f"cannot open {_shown(source)}: {one_line(error.orig)}") from error
+    except CommandError as error:  # at a revision these migrations do not know
+        raise InvalidInput(
+            f"{_shown(source)} is not a coderag database this version can read: {error}"
+        ) from error

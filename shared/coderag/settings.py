@@ -3,10 +3,12 @@ README's settings table (``python -m coderag.settings`` prints it)."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlparse
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -56,7 +58,8 @@ class Settings(BaseSettings):
         None,
         validation_alias=AliasChoices("REDIS_URL", "CODERAG_REDIS_URL"),
         description="When set (also `REDIS_URL`), jobs go to rq queues on this Redis instead of "
-        "running in-process.",
+        "running in-process. A Redis on another host needs its password in the URL "
+        "(`redis://:PASSWORD@host:6379/0`): whoever can write to it runs code on every worker.",
     )
     chroma_url: str | None = Field(
         None, description="Chroma server URL (compose); unset means embedded Chroma in data_dir."
@@ -353,6 +356,19 @@ class Settings(BaseSettings):
             raise ValueError("CODERAG_QUERY_REWRITE=llm needs CODERAG_LLM_BASE_URL (…/v1)")
         return self
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_password(cls, value: str | None) -> str | None:
+        # whoever can write to Redis runs code on every worker (rq's jobs are pickles)
+        url = urlparse(value or "")
+        if url.scheme in ("redis", "rediss") and not url.password and not _loopback(url.hostname):
+            raise ValueError(
+                f"REDIS_URL reaches Redis at {url.hostname} without a password, and whoever can "
+                "write to Redis runs code on every worker: start Redis with --requirepass and "
+                "put the password in the URL, redis://:PASSWORD@host:6379/0"
+            )
+        return value
+
     @field_validator("data_dir")
     @classmethod
     def _absolute(cls, value: Path) -> Path:
@@ -428,6 +444,16 @@ class Settings(BaseSettings):
     def database(self) -> Path | str:
         """The catalog's database: ``database_url``, else the SQLite file ``db_path``."""
         return self.database_url or self.db_path
+
+
+def _loopback(host: str | None) -> bool:
+    """Whether ``host`` names this machine (an unset host is redis-py's localhost)."""
+    if not host or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @lru_cache

@@ -10,7 +10,7 @@ from coderag.errors import NotFound
 from coderag.settings import Settings, get_settings
 from coderag.store.catalog import Catalog
 from coderag.store.database import Database
-from coderag.store.vectors import VectorStore, make_client
+from coderag.store.vectors import VectorStore, chroma_folder, make_client
 
 __all__ = ["Catalog", "Database", "VectorStore", "get_catalog", "get_vectors", "reset_stores"]
 
@@ -41,6 +41,7 @@ def get_vectors(settings: Settings | None = None) -> VectorStore:
             _stores[key] = VectorStore(
                 make_client(settings.chroma_url, settings.data_dir),
                 lambda repo: _current_registration(settings, repo),
+                None if settings.chroma_url else chroma_folder(settings.data_dir),
             )
         return _stores[key]  # type: ignore[return-value]
 

@@ -24,6 +24,7 @@ inside such a write, so concurrent startups run the migrations once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import random
@@ -36,6 +37,7 @@ from concurrent.futures import Future
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
+from urllib.parse import quote
 
 import sqlalchemy as sa
 
@@ -44,6 +46,7 @@ import sqlalchemy.dialects.postgresql.psycopg
 import sqlalchemy.dialects.sqlite.pysqlite
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
 
 from coderag.errors import Unavailable
 from coderag.store.migrate import upgrade
@@ -221,6 +224,43 @@ def _sqlite_engine(url: sa.URL) -> Engine:
             with_lock_retry(lambda: conn.exec_driver_sql("BEGIN IMMEDIATE"))
 
     return engine
+
+
+def read_sqlite_schema(path: Path) -> None:
+    """Read a SQLite file's schema without any write (opened read-only); sqlite3.Error when it is
+    not a SQLite database."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+def one_writer_engine(url: sa.URL) -> Engine:
+    """An engine without a pool for one write transaction on a database not yet known to be
+    coderag's: SQLite's file is not switched to WAL (that writes), and each transaction takes
+    the file's write lock at BEGIN, so DDL runs inside it."""
+    sqlite = url.get_backend_name() == "sqlite"
+    args = {"timeout": BUSY_TIMEOUT_S} if sqlite else {}
+    engine = sa.create_engine(url, poolclass=NullPool, connect_args=args)
+    if sqlite:
+
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
+            dbapi_conn.isolation_level = None  # BEGIN IMMEDIATE below, DDL inside it
+            dbapi_conn.execute("PRAGMA foreign_keys=ON")
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def take_write_lock(conn: Connection) -> None:
+    """In a PostgreSQL transaction, wait for the write lock every coderag process takes (SQLite's
+    BEGIN IMMEDIATE took the file's)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
 
 
 class Database:

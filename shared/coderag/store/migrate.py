@@ -1,7 +1,8 @@
 """Schema migrations: Alembic's revisions in ``migrations/versions``, run to the head revision by
 the process that opens the database first (``Database`` runs ``upgrade`` inside a write, so the
-write lock keeps concurrent startups from racing); and a catalog's move to another database at
-the same revision (``copy_rows``, for ``coderag copy-database``)."""
+write lock keeps concurrent startups from racing); and a catalog's move into another, empty
+database (``copy_into``, for ``coderag copy-database``): checked empty, migrated and filled in
+one transaction, so a refused or failed copy leaves nothing there."""
 
 from __future__ import annotations
 
@@ -63,19 +64,28 @@ def tables(bind: Engine | Connection) -> list[sa.Table]:
     return [t for t in meta.sorted_tables if t.name != VERSION_TABLE]
 
 
-def copy_rows(source: Connection, target: Connection) -> dict[str, int]:
-    """Insert every row of the ``source`` database (read in one snapshot) into the ``target``,
-    inside the transaction ``target`` is in, both at the head revision; the rows per table.
-    Conflict when the target holds rows (merging two catalogs would mix two histories of the
-    same names), InvalidInput when a row does not fit the target."""
+def objects(target: Connection) -> list[str]:
+    """The tables and views in the schema ``target`` writes to (SQLite's own excepted)."""
+    found = sa.inspect(target)
+    names = found.get_table_names() + found.get_view_names()
+    return sorted(n for n in names if not n.startswith("sqlite_"))
+
+
+def copy_into(source: Connection, target: Connection) -> dict[str, int]:
+    """Migrate the empty ``target`` to the head revision and insert every row of the ``source``
+    database (at the head revision, read in one snapshot), all inside the transaction ``target``
+    is in; the rows per table. Conflict when the target's schema holds any table or view (another
+    application's, or a catalog: merging two would mix two histories of the same names), checked
+    before anything is written; InvalidInput when a row does not fit the target."""
+    held = objects(target)
+    if held:
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        raise Conflict(
+            f"the target database is not empty (it holds {shown}): copy into a new, empty "
+            "database; nothing was written"
+        )
+    upgrade(target)
     wanted = tables(target)
-    for table in wanted:
-        held = target.execute(sa.select(sa.func.count()).select_from(table)).scalar()
-        if held:
-            raise Conflict(
-                f"the target database already holds {held} rows in {table.name!r}: "
-                "copy into a new, empty database"
-            )
     counts: dict[str, int] = {}
     _snapshot(source)
     try:
@@ -88,13 +98,18 @@ def copy_rows(source: Connection, target: Connection) -> dict[str, int]:
             except DBAPIError as error:
                 raise InvalidInput(
                     f"a row of {table.name!r} does not fit the target, so nothing was copied: "
-                    f"{error.orig}"
+                    f"{one_line(error.orig)}"
                 ) from error
     finally:
         source.rollback()
     if target.dialect.name == "postgresql":
         _restart_identities(target, wanted)
     return counts
+
+
+def one_line(error: object) -> str:
+    """A driver's error as one line (PostgreSQL's carry DETAIL and HINT lines)."""
+    return " ".join(str(error).split())
 
 
 def _snapshot(conn: Connection) -> None:

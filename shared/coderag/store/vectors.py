@@ -2,7 +2,12 @@
 default or a server in compose.
 
 Embeddings are always passed in, never computed by Chroma (its default function reaches the
-network), and a collection is dropped whole with its repository so no vector is orphaned.
+network), and a collection is dropped whole with its repository so no vector is orphaned. Chroma
+1.x drops a deleted collection's rows but leaves its HNSW segment folder on disk (an open Chroma
+issue, #5259: the removal is left to a garbage collector the local server does not run), so
+``sweep_segments`` removes the folders no collection owns: after every drop where this process
+has Chroma's folder (embedded Chroma), and every few seconds in ``coderag chroma``, which runs
+the Chroma server whose folder it owns.
 
 A collection belongs to one registration of a repository (its name carries the registration id,
 its metadata the repository's name): a job still writing for a deleted repository writes into its
@@ -11,11 +16,15 @@ own collection, never into a new repository of the same name.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 from coderag.errors import Unavailable
 
@@ -46,7 +55,48 @@ def make_client(chroma_url: str | None, data_dir: Path) -> Any:
             ssl=parsed.scheme == "https",
             settings=chroma_settings,
         )
-    return chromadb.PersistentClient(path=str(data_dir / "chroma"), settings=chroma_settings)
+    return chromadb.PersistentClient(path=str(chroma_folder(data_dir)), settings=chroma_settings)
+
+
+def chroma_folder(data_dir: Path) -> Path:
+    """Embedded Chroma's data folder inside coderag's data directory."""
+    return data_dir / "chroma"
+
+
+CHROMA_DB = "chroma.sqlite3"
+"""Chroma's own database in its data folder (its ``segments`` table names every live segment)."""
+
+
+def _is_uuid(name: str) -> bool:
+    try:
+        return str(uuid.UUID(name)) == name
+    except ValueError:
+        return False
+
+
+def sweep_segments(folder: Path) -> list[str]:
+    """Remove the segment folders in Chroma's data ``folder`` that no collection owns (a
+    deleted collection's vectors); the names removed. Only folders named by a UUID, directly in
+    ``folder``, and absent from Chroma's ``segments`` table go. The folders are listed before
+    the table is read: Chroma commits a segment's row when it creates the collection, before it
+    writes the segment's folder, so a folder that exists at the listing has its row in the later
+    read, and a collection created meanwhile keeps its folder."""
+    db = folder / CHROMA_DB
+    if not db.is_file():
+        return []
+    listed = [p for p in folder.iterdir() if _is_uuid(p.name) and p.is_dir() and not p.is_symlink()]
+    if not listed:
+        return []
+    # read-only: this process never writes Chroma's database
+    uri = f"file:{quote(str(db.resolve()))}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as conn:
+        owned = {row[0] for row in conn.execute("SELECT id FROM segments")}
+    removed = []
+    for path in listed:
+        if path.name not in owned:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
+    return removed
 
 
 def _missing(exc: Exception) -> bool:
@@ -95,9 +145,13 @@ def collection_name(repo: str, space: str, registration: str) -> str:
 class VectorStore:
     """Upsert, query and delete unit vectors of each repository."""
 
-    def __init__(self, client: Any, registration: Registration | None = None) -> None:
+    def __init__(
+        self, client: Any, registration: Registration | None = None, folder: Path | None = None
+    ) -> None:
         self.client = client
         self._registration = registration
+        self.folder = folder
+        """Chroma's data folder when this process owns it (embedded): swept after a drop."""
         self._lock = threading.Lock()
         self._searched_wide: set[str] = set()
         self._opened: dict[str, Any] = {}
@@ -288,6 +342,8 @@ class VectorStore:
                     continue
                 self.client.delete_collection(name)
                 self._opened.pop(name, None)
+            if self.folder is not None:
+                sweep_segments(self.folder)
 
     def heartbeat(self) -> bool:
         """Whether Chroma answers."""
