@@ -16,6 +16,7 @@ from coderag_app import docs, mcp_http, metrics, platform, web
 from coderag_app.audit_http import AuditMiddleware
 from coderag_app.hosts import HostCheckMiddleware
 from coderag_app.limits import BodyLimitMiddleware
+from coderag_app.v1 import errors as v1_errors
 
 SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever", "coderag_generator")
 """Service packages; each has ``api.router`` and ``api.lifespan``."""
@@ -64,6 +65,7 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
         openapi_url=None,
     )
     install_handlers(app)
+    v1_errors.install(app)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(HostCheckMiddleware)
     app.include_router(platform.router, responses=errors(400))
@@ -74,4 +76,9 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     app.add_middleware(AuditMiddleware)
     for module in modules:
         app.include_router(module.router, responses=errors(*COMMON))
+    if "coderag_generator" in services:  # the chat routes answer where /ask does
+        from coderag_app.v1 import chat, models
+
+        app.include_router(models.router)
+        app.include_router(chat.router)
     return app
