@@ -26,7 +26,9 @@ pytestmark = pytest.mark.slow
 def _wait_complete(base: str, name: str) -> None:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        body = httpx.get(f"{base}/repos/{name}", headers={"Authorization": f"Bearer {ADMIN}"})
+        body = httpx.get(
+            f"{base}/repos/{name}", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=120
+        )
         state = body.json()
         assert state["status"] != "error", state
         if state["status"] == "ready" and state["complete"]:
@@ -49,10 +51,11 @@ def test_openai_client(sample_repo: Path, data_dir: Path) -> None:
             f"{base}/repos",
             json={"name": "sample", "path": str(sample_repo)},
             headers={"Authorization": f"Bearer {ADMIN}"},
+            timeout=120,
         )
         assert r.status_code == 202, r.text
         _wait_complete(base, "sample")
-        client = openai.OpenAI(base_url=f"{base}/v1", api_key=READER, max_retries=0)
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key=READER, max_retries=0, timeout=300)
 
         # Models: the repository, with its state in the extension field.
         models = client.models.list().data
@@ -142,11 +145,11 @@ def test_openai_client(sample_repo: Path, data_dir: Path) -> None:
             client.chat.completions.create(
                 model="gpt-4o", messages=[{"role": "user", "content": QUESTION}]
             )
-        wrong = openai.OpenAI(base_url=f"{base}/v1", api_key="wrong", max_retries=0)
+        wrong = openai.OpenAI(base_url=f"{base}/v1", api_key="wrong", max_retries=0, timeout=300)
         with pytest.raises(openai.AuthenticationError) as bad_key:
             wrong.models.list()
         assert _error(bad_key.value)["type"] == "authentication_error"
-        r = httpx.get(f"{base}/v1/models")
+        r = httpx.get(f"{base}/v1/models", timeout=120)
         assert r.status_code == 401 and "Authorization" in r.json()["error"]["message"]
         with pytest.raises(openai.BadRequestError) as empty:
             client.chat.completions.create(model="coderag/sample", messages=[])
@@ -164,6 +167,7 @@ def test_openai_client(sample_repo: Path, data_dir: Path) -> None:
             f"{base}/v1/chat/completions",
             content=b"{not json",
             headers={"Authorization": f"Bearer {READER}", "Content-Type": "application/json"},
+            timeout=120,
         )
         assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
         r = httpx.post(
@@ -173,12 +177,13 @@ def test_openai_client(sample_repo: Path, data_dir: Path) -> None:
                 "messages": [{"role": "user", "content": "x" * 2_000_000}],
             },
             headers={"Authorization": f"Bearer {READER}"},
+            timeout=120,
         )
         assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
 
         # Audit rows: the route, the caller, the model's repository, the question, the outcome.
         export = httpx.get(
-            f"{base}/audit/export.csv", headers={"Authorization": f"Bearer {ADMIN}"}
+            f"{base}/audit/export.csv", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=120
         ).text
         rows = [r for r in csv.DictReader(io.StringIO(export)) if r["endpoint"] == "chat"]
         ok = [r for r in rows if r["status"] == "ok"]

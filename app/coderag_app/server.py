@@ -76,7 +76,8 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     app.add_middleware(AuditMiddleware)
     for module in modules:
         app.include_router(module.router, responses=errors(*COMMON))
-    if "coderag_generator" in services:  # the chat routes answer where /ask does
+    if "coderag_generator" in services:
+        # the chat routes answer where /ask does; other services never load the generator
         from coderag_app.v1 import chat, models
 
         app.include_router(models.router)
