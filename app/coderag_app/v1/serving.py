@@ -197,12 +197,17 @@ async def complete(body: ChatRequest, asker: Asker) -> ChatCompletion | Streamin
     async def stream() -> AsyncIterator[str]:
         # the first chunk goes out as soon as retrieval is done, before the model starts
         yield _chunk(ident, created, body.model, {"role": "assistant", "content": ""})
-        sent = ""
+        sent = held = ""
         async with aclosing(events):
             async for event in events:
                 if event.name == "token":
-                    sent += event.data["text"]
-                    yield _chunk(ident, created, body.model, {"content": event.data["text"]})
+                    # trailing whitespace waits: the checked answer is stripped, and what was
+                    # sent must stay a prefix of it
+                    held += event.data["text"]
+                    ready = held.rstrip()
+                    if len(ready) > len(sent) and ready.startswith(sent):
+                        yield _chunk(ident, created, body.model, {"content": ready[len(sent) :]})
+                        sent = ready
                 elif event.name == "done":
                     done = event.data
                     final = done["answer"] + sources(done["citations"])
