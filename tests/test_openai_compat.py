@@ -188,5 +188,6 @@ def test_openai_client(sample_repo: Path, data_dir: Path) -> None:
         rows = [r for r in csv.DictReader(io.StringIO(export)) if r["endpoint"] == "chat"]
         ok = [r for r in rows if r["status"] == "ok"]
         assert len(ok) >= 5 and all(r["user"] == "bob" and r["repo"] == "sample" for r in ok)
-        assert ok[0]["query"] == QUESTION and int(ok[0]["input_tokens"]) >= 0
+        assert ok[0]["query"] == QUESTION
+        assert "src/go/sample.go" in json.loads(ok[0]["retrieved_files"])
         assert any(r["status"] == "error 404" and r["repo"] == "nope" for r in rows)
