@@ -89,9 +89,7 @@ def collect(corpus: dict, reuse: bool) -> Path:
                 {**unit_record(index.units[p]), "label": int(hits_gold(index.units[p], gold))}
                 for p in rng.sample(range(len(index)), min(RANDOM, len(index)))
             ]
-            golds = [
-                unit_record(u) for u in index.units if gold and hits_gold(u, gold)
-            ][:3]
+            golds = [unit_record(u) for u in index.units if gold and hits_gold(u, gold)][:3]
             query = Query(name, q["query"], settings.zh_vocab, settings.zh_dictionary)
             f.write(
                 json.dumps(

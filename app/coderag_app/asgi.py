@@ -7,11 +7,16 @@ import json
 
 from starlette.types import Send
 
+from coderag_app.v1 import errors
 
-async def send_error(send: Send, status: int, detail: str, close: bool = False) -> None:
-    """Answer ``{"detail": detail}`` with ``status``; ``close`` also ends the connection (the
-    request body is left unread)."""
-    body = json.dumps({"detail": detail}).encode()
+
+async def send_error(
+    send: Send, status: int, detail: str, close: bool = False, path: str = ""
+) -> None:
+    """Answer ``{"detail": detail}`` (OpenAI's error shape under /v1/) with ``status``; ``close``
+    also ends the connection (the request body is left unread)."""
+    shaped = errors.body(status, detail) if errors.wants(path) else {"detail": detail}
+    body = json.dumps(shaped).encode()
     headers = [(b"content-type", b"application/json")]
     if close:
         headers += [(b"content-length", str(len(body)).encode()), (b"connection", b"close")]

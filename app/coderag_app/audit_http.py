@@ -17,7 +17,12 @@ from coderag.redact import redact
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 
-AUDITED = {"/search": "search", "/ask": "ask", "/retrieve": "retrieve"}
+AUDITED = {
+    "/search": "search",
+    "/ask": "ask",
+    "/retrieve": "retrieve",
+    "/v1/chat/completions": "chat",
+}
 """Paths whose every POST writes a row, and the endpoint name in the log."""
 
 MAX_QUERY_CHARS = 4000
@@ -44,6 +49,10 @@ def _fields(body: bytes) -> tuple[str, str]:
     if not isinstance(data, dict):
         return "", ""
     repo, query = data.get("repo"), data.get("query")
+    if isinstance(data.get("messages"), list):  # a chat: the model and its last message
+        repo = str(data.get("model") or "").removeprefix("coderag/")
+        last = data["messages"][-1] if data["messages"] else {}
+        query = last.get("content") if isinstance(last, dict) else None
     if isinstance(query, str):
         query = redact(query)[0]  # a secret pasted into a question never reaches the log
     return (repo if isinstance(repo, str) else "")[:64], (query if isinstance(query, str) else "")[

@@ -23,6 +23,7 @@ PREFIXES = (
     ("/retrieve", "retriever"),
     ("/embed", "embedder"),
     ("/ask", "generator"),
+    ("/v1", "generator"),
     ("/static", "parser"),
     ("/mcp", "parser"),
     ("/metrics", "parser"),

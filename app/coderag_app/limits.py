@@ -48,7 +48,7 @@ class BodyLimitMiddleware:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length", b"").decode("latin-1").strip()
         if declared.isdigit() and int(declared) > limit:
-            await send_error(send, 413, _message(limit, path), close=True)
+            await send_error(send, 413, _message(limit, path), close=True, path=path)
             return
         seen = 0
         over = False
@@ -69,7 +69,7 @@ class BodyLimitMiddleware:
             if over:  # the app turned our exception into its own answer: answer 413 instead
                 if not started:
                     started = True
-                    await send_error(send, 413, _message(limit, path), close=True)
+                    await send_error(send, 413, _message(limit, path), close=True, path=path)
                 return
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -78,4 +78,4 @@ class BodyLimitMiddleware:
             await self.app(scope, counted, guarded)
         except BodyTooLarge as exc:
             if not started:
-                await send_error(send, 413, str(exc), close=True)
+                await send_error(send, 413, str(exc), close=True, path=path)

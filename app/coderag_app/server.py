@@ -17,6 +17,7 @@ from coderag_app.audit_http import AuditMiddleware
 from coderag_app.hosts import HostCheckMiddleware
 from coderag_app.json_body import JsonBodyMiddleware
 from coderag_app.limits import BodyLimitMiddleware
+from coderag_app.v1 import errors as v1_errors
 
 SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever", "coderag_generator")
 """Service packages; each has ``api.router`` and ``api.lifespan``."""
@@ -65,6 +66,7 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
         openapi_url=None,
     )
     install_handlers(app)
+    v1_errors.install(app)
     app.add_middleware(JsonBodyMiddleware)  # inside the cap: it reads what the cap counts
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(HostCheckMiddleware)
@@ -76,4 +78,10 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     app.add_middleware(AuditMiddleware)
     for module in modules:
         app.include_router(module.router, responses=errors(*COMMON))
+    if "coderag_generator" in services:
+        # the chat routes answer where /ask does; other services never load the generator
+        from coderag_app.v1 import chat, models
+
+        app.include_router(models.router)
+        app.include_router(chat.router)
     return app

@@ -43,6 +43,16 @@ PREMISE = "premise"
 """The ``reason`` of an answer that corrects the question's contradicted premise (type C)."""
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """A caller's own generation settings (an OpenAI-compatible chat request's): an instruction
+    added to the system prompt, and temperature and answer length in place of the settings'."""
+
+    instruction: str = ""
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
 def _done(
     answer: str,
     citations: list,
@@ -77,13 +87,16 @@ def answer_events(
     history: Sequence[dict[str, str]] = (),
     git: chronicle.GitFacts | None = None,
     missing: Sequence[str] = (),
+    sampling: Sampling = Sampling(),
 ) -> Iterator[Event]:
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
     turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
     given for who/when questions, answers them from the repository's history instead;
-    ``missing``, the routes left out while their vectors are written, is said in the answer."""
+    ``missing``, the routes left out while their vectors are written, is said in the answer;
+    ``sampling`` carries a caller's instruction, temperature and length for a model."""
     lang = language(query)
-    for event in _events(query, hits, backend, settings, file_lines, history, git, missing):
+    events = _events(query, hits, backend, settings, file_lines, history, git, missing, sampling)
+    for event in events:
         if event.name == "done" and missing:
             note = prompts.load("partial", lang).format(routes=", ".join(missing))
             sep = "\n\n" if event.data["answer"] else ""
@@ -100,6 +113,7 @@ def _events(
     history: Sequence[dict[str, str]],
     git: chronicle.GitFacts | None,
     missing: Sequence[str],
+    sampling: Sampling,
 ) -> Iterator[Event]:
     lang = language(query)
     # a who/when question is gated on what it asks about, not on "who changed it last month"
@@ -149,8 +163,13 @@ def _events(
         if (k := by_key.get((h.file, h.start_line, h.symbol))) is not None
     ]
     earlier = fit_history(list(history), backend.count_tokens, int(backend.window * HISTORY_SHARE))
+    system = prompts.load("system", lang)
+    if sampling.instruction:  # the caller's own wishes come after coderag's rules, not instead
+        system += (
+            "\n\nThe user's instruction (the rules above still hold):\n" + sampling.instruction
+        )
     messages = [
-        {"role": "system", "content": prompts.load("system", lang)},
+        {"role": "system", "content": system},
         *earlier,
         {
             "role": "user",
@@ -179,9 +198,11 @@ def _events(
         text = ""
         for piece in backend.stream(
             prompt,
-            temperature=settings.temperature,
+            temperature=(
+                settings.temperature if sampling.temperature is None else sampling.temperature
+            ),
             top_p=settings.top_p,
-            max_tokens=min(settings.max_new_tokens, room),
+            max_tokens=min(sampling.max_tokens or settings.max_new_tokens, room),
         ):
             text += piece
             yield Event("token", {"text": piece})

@@ -23,7 +23,7 @@ from coderag.settings import Settings
 from coderag.store import refs
 from coderag.store.catalog import Catalog
 from coderag_generator import chronicle, conversation, window
-from coderag_generator.answer import Event, answer_events
+from coderag_generator.answer import Event, Sampling, answer_events
 from coderag_generator.backends import get_backend
 from coderag_generator.client import ParserClient, RetrieverClient
 
@@ -44,6 +44,16 @@ class Asker:
     parser: ParserClient
     catalog: Catalog
     settings: Settings
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A conversation the request carries itself (an OpenAI-compatible chat's earlier messages)
+    in place of a stored session, the caller's sampling, and the endpoint its audit row names."""
+
+    turns: list[conversation.Turn]
+    sampling: Sampling
+    endpoint: str = "chat"
 
 
 def plan_retrieval(query: str, turns: list[conversation.Turn], max_chars: int) -> tuple[str, bool]:
@@ -112,13 +122,14 @@ async def with_commits(
 
 
 async def ask(
-    request: AskRequest, asker: Asker, report_errors: bool = False
+    request: AskRequest, asker: Asker, report_errors: bool = False, carried: Carried | None = None
 ) -> AsyncIterator[Event]:
     """The events of one answer: ``retrieval`` once the question is accepted (bad input, an
     unknown repository or session owner, or a retriever that is down raise before it), then the
     answer's ``prompt``, ``token`` and ``retry``, then ``done`` carrying /ask's JSON. An error
     while answering is raised, or with ``report_errors`` (a stream, whose status is already
-    sent) written to the audit log and yielded as an ``error`` event."""
+    sent) written to the audit log and yielded as an ``error`` event. ``carried`` gives the
+    earlier turns and sampling of a chat request, which has no stored session."""
     start = time.perf_counter()
     settings, catalog = asker.settings, asker.catalog
     try:
@@ -132,7 +143,7 @@ async def ask(
         turns = (
             await run_in_threadpool(conversation.recent, catalog.db, session, repo)
             if session
-            else []
+            else (carried.turns if carried else [])
         )
         retrieval_query, about_history = plan_retrieval(query, turns, settings.max_query_chars)
         try:
@@ -151,7 +162,7 @@ async def ask(
         audit.record(
             catalog,
             user=asker.user,
-            endpoint="ask",
+            endpoint=carried.endpoint if carried else "ask",
             repo=refs.label(request.repo, request.ref),
             query=redact(query)[0],  # a pasted secret stays out of the log
             files=list(dict.fromkeys(h.file for h in hits)),
@@ -180,6 +191,7 @@ async def ask(
         conversation.prompt_history(turns),
         git,
         missing,
+        carried.sampling if carried else Sampling(),
     )
     try:
         yield Event(

@@ -1,0 +1,19 @@
+"""GET /v1/models: the repositories and refs the caller may ask, as OpenAI models."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from coderag.deps import CatalogDep, UserDep
+from coderag.responses import errors
+from coderag_app.v1 import serving
+from coderag_app.v1.schemas import ModelList
+
+router = APIRouter(tags=["openai"])
+
+
+@router.get("/v1/models", responses=errors(401, 503))
+def list_models(catalog: CatalogDep, _user: UserDep) -> ModelList:
+    """Every repository and ref as ``coderag/<name>[@<ref>]`` with its index state; any valid
+    token reads every repository, as ``GET /repos`` does."""
+    return serving.models(catalog.list_repos())
