@@ -287,10 +287,11 @@ class Settings(BaseSettings):
     )
     rerank_model: str = Field(
         "",
-        description="Cross-encoder that reorders the ranker's best hits: `coderag` (the one "
-        "trained for coderag, shipped in the package), a local Hugging Face directory, or empty "
-        "(off). The embedder runs it: in compose the retriever and the embedder need the same "
-        "value.",
+        description="Cross-encoder that reorders the ranker's best hits: a run of `make "
+        "reranker` (bench/.cache/reranker-runs/NAME), a local Hugging Face sequence-"
+        "classification directory, or empty (off; no trained one ships yet: docs/BENCHMARKS.md, "
+        "issue 31). The embedder runs it: in compose the retriever and the embedder need the "
+        "same value.",
     )
     rerank_top: int = Field(
         10, ge=0, le=50, description="Hits the cross-encoder reads and reorders (0 is off)."
@@ -299,7 +300,8 @@ class Settings(BaseSettings):
         0.0,
         ge=0.0,
         description="Weight of the learned ranker's log-odds added to the cross-encoder's logit "
-        "(fitted on the tuning split; docs/BENCHMARKS.md).",
+        "(fit it on the tuning split: `bench/train_reranker.py evaluate`; 3.0 for the run in "
+        "docs/BENCHMARKS.md).",
     )
     max_query_chars: int = Field(2000, gt=0, description="Longest accepted query.")
     max_top_k: int = Field(100, gt=0, description="Largest accepted top_k.")
