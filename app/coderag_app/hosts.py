@@ -61,7 +61,7 @@ class HostCheckMiddleware:
                 if scope["type"] == "websocket":
                     await send({"type": "websocket.close", "code": 1008})
                     return
-                await send_error(send, 400, detail)
+                await send_error(send, 400, detail, path=scope.get("path", ""))
                 return
         await self.app(scope, receive, send)
 

@@ -113,7 +113,7 @@ class JsonBodyMiddleware:
                 break
         body = b"".join(chunks)
         if body and (why := problem(body)) is not None:
-            await send_error(send, 400, why)
+            await send_error(send, 400, why, path=scope.get("path", ""))
             return
         replayed = False
 

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from coderag.responses import errors
 from coderag_app.v1 import serving
+from coderag_app.v1.errors import responses
 from coderag_app.v1.schemas import ChatCompletion, ChatRequest
 from coderag_generator.api import asker
 from coderag_generator.asking import Asker
@@ -20,7 +20,7 @@ router = APIRouter(tags=["openai"])
     response_model=ChatCompletion,
     responses={
         200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}},
-        **errors(400, 401, 403, 404, 409, 413, 503),
+        **responses(403, 404, 409, 503),
     },
 )
 async def chat_completions(body: ChatRequest, who: Annotated[Asker, Depends(asker)]):

@@ -11,6 +11,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from coderag.errors import CoderagError
+from coderag.responses import COMMON, REASONS
+from coderag_app.v1.schemas import ErrorResponse
 
 PREFIX = "/v1/"
 """Paths answered in OpenAI's error shape."""
@@ -39,6 +41,15 @@ def body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
             "param": param,
             "code": CODES.get(status, "service_unavailable" if status == 503 else None),
         }
+    }
+
+
+def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` entries of a /v1 route: these statuses and those any route may answer,
+    each with OpenAI's error body."""
+    return {
+        code: {"model": ErrorResponse, "description": REASONS[code]}
+        for code in sorted({*COMMON, *codes})
     }
 
 

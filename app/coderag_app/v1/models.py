@@ -5,14 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from coderag.deps import CatalogDep, UserDep
-from coderag.responses import errors
 from coderag_app.v1 import serving
+from coderag_app.v1.errors import responses
 from coderag_app.v1.schemas import ModelList
 
 router = APIRouter(tags=["openai"])
 
 
-@router.get("/v1/models", responses=errors(401, 503))
+@router.get("/v1/models", responses=responses(503))
 def list_models(catalog: CatalogDep, _user: UserDep) -> ModelList:
     """Every repository and ref as ``coderag/<name>[@<ref>]`` with its index state; any valid
     token reads every repository, as ``GET /repos`` does."""

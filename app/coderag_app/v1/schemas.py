@@ -10,6 +10,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from coderag.schemas import Citation
 
 
+class ErrorDetail(BaseModel):
+    """OpenAI's error object: what was wrong, its kind, the field at fault, a code to branch on."""
+
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """Every error of a /v1 route, in the shape OpenAI's clients parse."""
+
+    error: ErrorDetail
+
+
 class ModelState(BaseModel):
     """What a model (a repository or one of its refs) is: its name, ref and index state."""
 
