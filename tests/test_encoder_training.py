@@ -1,0 +1,97 @@
+"""The encoder fine-tune of issue 31 (lever 2): LoRA adapters on the packaged MiniLM learn to
+send each question to its unit over its siblings, and the saved, merged directory loads in the
+embedder's ``Encoder`` with the vectors the adapted model computed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coderag_embedder.encoder import Encoder
+from coderag_training import encoder as enc
+from coderag_training.reranker import Question
+
+pytestmark = pytest.mark.slow
+
+UNITS = {
+    "parse_date": "def parse_date(s):\n    year, month, day = s.split('-')\n"
+    "    return Date(int(year), int(month), int(day))\n",
+    "format_date": "def format_date(d):\n    return f'{d.year:04d}-{d.month:02d}-{d.day:02d}'\n",
+    "load_dates": "def load_dates(path):\n    with open(path) as f:\n"
+    "        return [parse_date(line.strip()) for line in f]\n",
+    "retry": "def retry(fn, times=3):\n    for _ in range(times):\n        try:\n"
+    "            return fn()\n        except IOError:\n            pass\n",
+}
+"""A function, its inverse, its caller and an unrelated unit."""
+
+QUESTIONS = {
+    "turn text into a date value": "parse_date",
+    "render a date as text": "format_date",
+    "read every date stored in a file": "load_dates",
+    "call again when it fails": "retry",
+}
+
+
+def _record(name: str, gold: str) -> dict:
+    start = 10 * list(UNITS).index(name) + 1
+    return {
+        "file": "dates.py",
+        "start": start,
+        "end": start + 5,
+        "kind": "function",
+        "language": "python",
+        "symbol": name,
+        "doc": "",
+        "text": UNITS[name],
+        "label": int(name == gold),
+    }
+
+
+def _questions() -> list[Question]:
+    out = []
+    for i, (query, gold) in enumerate(QUESTIONS.items()):
+        # the gold unit last: the search ranked its siblings above it
+        names = sorted(UNITS, key=lambda n: n == gold)
+        cands = [_record(n, gold) for n in names]
+        out.append(Question(str(i), "c", "tune", "en", "lookup", query, query, cands, [], []))
+    return out
+
+
+def test_adapters_learn_the_questions_and_merge_into_a_loadable_encoder(tmp_path: Path) -> None:
+    questions = _questions()
+    data = enc.examples(questions)
+    assert len(data) == 4 and all(len(e.hard) == 3 for e in data)
+    model = enc.load(rank=8)
+    trained = sum(p.numel() for p in model.model.parameters() if p.requires_grad)
+    assert 0 < trained < 2_000_000  # only the adapters train
+    record = enc.train(
+        model,
+        data,
+        steps=25,
+        lr=3e-3,
+        batch_size=4,
+        hard=3,
+        easy=0,
+        evaluate=lambda m: {"r1": enc.r_at_1(enc.list_ranks(m, questions))},
+        every=25,
+    )
+    first, last = record["evaluations"][0], record["evaluations"][-1]
+    assert sum(record["loss_last"]) / 10 < 0.2 * sum(record["loss_first"]) / 10, record
+    assert last["r1"] == 1.0 and last["r1"] >= first["r1"], record["evaluations"]
+
+    texts = [enc.passage(c) for c in questions[0].candidates] + list(QUESTIONS)
+    import torch
+
+    with torch.inference_mode():
+        adapted = np.vstack(
+            [
+                model.embed(texts[:4], enc.MAX_TOKENS).numpy(),
+                model.embed(texts[4:], enc.QUERY_TOKENS).numpy(),
+            ]
+        )
+    target = enc.save(model, tmp_path / "run", {"steps": 25})
+    assert (tmp_path / "run" / "adapter" / "adapter_config.json").is_file()
+    served = Encoder(target, max_length=enc.MAX_TOKENS, device="cpu")
+    assert np.allclose(served.encode(texts), adapted, atol=1e-4)

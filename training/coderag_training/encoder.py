@@ -1,0 +1,304 @@
+"""Contrastive fine-tuning of the vector route's encoder on questions (issue 31, lever 2).
+
+The packaged all-MiniLM-L6-v2 gets LoRA adapters (peft) on every linear layer of its attention
+and feed-forward blocks; a step is InfoNCE from each question to the unit it asks for, against
+the other questions' units of the batch (a batch is one code base: in-batch negatives are the
+same repository's units) and the shipped search's best wrong hits for each question. The unit is
+read as the embedder reads it (``coderag_embedder.encoder.unit_text``), the question as the
+retriever sends it (``reader_query``: a Chinese question with its English terms). The adapters
+merge into the weights when saved: serving loads an ordinary encoder directory and costs
+nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+from coderag.schemas import Unit
+from coderag_embedder.encoder import default_model_dir, unit_text
+from coderag_training.reranker import Question
+
+MAX_TOKENS = 128
+"""Tokens of a unit read in training (serving reads ``CODERAG_EMBED_MAX_LENGTH``, 256): the
+name, signature, doc and first lines, where what a unit does is said."""
+
+QUERY_TOKENS = 64
+"""Tokens of a question read."""
+
+TARGETS = ("query", "key", "value", "dense")
+"""BERT's linear layers that get adapters (attention projections, output and feed-forward)."""
+
+
+def passage(c: dict[str, Any]) -> str:
+    """A candidate record as the embedder reads the unit."""
+    fields = SimpleNamespace(
+        language=c.get("language") or "",
+        kind=c.get("kind") or "",
+        symbol=c.get("symbol") or "",
+        doc=c.get("doc") or "",
+        text=c.get("text") or "",
+    )
+    return unit_text(cast(Unit, fields))
+
+
+def unit_key(corpus: str, c: dict[str, Any]) -> str:
+    """Identity of a unit across lists: code base, file and first line."""
+    return f"{corpus}:{c['file']}:{c['start']}"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One question with its gold units and its hard (ranker) and easy (random) negatives."""
+
+    corpus: str
+    query: str
+    golds: tuple[dict[str, Any], ...]
+    hard: tuple[dict[str, Any], ...]
+    easy: tuple[dict[str, Any], ...]
+
+
+def examples(questions: Sequence[Question]) -> list[Example]:
+    """Training examples of the questions that have a gold unit."""
+    out = []
+    for q in questions:
+        golds = [c for c in q.candidates if _label(c)] or [{**c, "label": 1} for c in q.golds]
+        if not golds:
+            continue
+        hard = [c for c in q.candidates[:15] if not _label(c)]
+        easy = [c for c in q.randoms if not _label(c)]
+        out.append(Example(q.corpus, q.reader_query, tuple(golds), tuple(hard), tuple(easy)))
+    return out
+
+
+def _label(c: dict[str, Any]) -> bool:
+    return str(c.get("label", 0)) not in ("0", "", "False", "None")
+
+
+def batches(
+    data: Sequence[Example], size: int, weights: dict[str, float], rng: random.Random
+) -> Iterator[list[Example]]:
+    """Endless batches of ``size`` examples of one code base each (a code base is drawn in
+    proportion to its examples times ``weights[corpus]``, default 1)."""
+    by_corpus: dict[str, list[Example]] = defaultdict(list)
+    for e in data:
+        by_corpus[e.corpus].append(e)
+    names = sorted(by_corpus)
+    mass = [len(by_corpus[n]) * weights.get(n, 1.0) for n in names]
+    while True:
+        name = rng.choices(names, mass)[0]
+        pool = by_corpus[name]
+        yield rng.sample(pool, min(size, len(pool)))
+
+
+@dataclass
+class Model:
+    """A tokenizer and a (possibly adapted) encoder with mean pooling."""
+
+    tokenizer: Any
+    model: Any
+
+    def embed(self, texts: list[str], max_tokens: int) -> Any:
+        """L2-normalised mean-pooled rows (gradients flow when the model is in train mode)."""
+        import torch
+
+        batch = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=max_tokens, return_tensors="pt"
+        )
+        hidden = self.model(**batch).last_hidden_state
+        m = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        vec = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(vec, dim=-1)
+
+
+def load(base: Path | None = None, rank: int = 16, alpha: int = 32) -> Model:
+    """The packaged MiniLM (or ``base``) with fresh LoRA adapters; only adapters train."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModel, AutoTokenizer
+
+    base = base or default_model_dir()
+    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
+    model = AutoModel.from_pretrained(base, local_files_only=True)
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.05, target_modules=list(TARGETS))
+    return Model(tokenizer, get_peft_model(model, config))
+
+
+def info_nce(
+    model: Model, batch: Sequence[Example], hard: int, easy: int, temp: float, rng: random.Random
+) -> Any:
+    """The batch's loss: each question must pick its gold unit among every unit of the batch
+    (golds of the others, hard and easy negatives); a unit that is gold for the question is
+    never its negative."""
+    import torch
+
+    texts: list[str] = []
+    keys: list[str] = []
+    for e in batch:
+        gold = rng.choice(e.golds)
+        texts.append(passage(gold))
+        keys.append(unit_key(e.corpus, gold))
+    for e in batch:
+        picked = rng.sample(e.hard, min(hard, len(e.hard)))
+        picked += rng.sample(e.easy, min(easy, len(e.easy)))
+        for c in picked:
+            texts.append(passage(c))
+            keys.append(unit_key(e.corpus, c))
+    q = model.embed([e.query for e in batch], QUERY_TOKENS)
+    p = model.embed(texts, MAX_TOKENS)
+    logits = q @ p.T / temp
+    golds = [{unit_key(e.corpus, g) for g in e.golds} for e in batch]
+    mask = torch.tensor(
+        [[keys[j] in golds[i] and j != i for j in range(len(keys))] for i in range(len(batch))]
+    )
+    logits = logits.masked_fill(mask, float("-inf"))
+    return torch.nn.functional.cross_entropy(logits, torch.arange(len(batch)))
+
+
+def list_ranks(model: Model, questions: Sequence[Question]) -> list[int | None]:
+    """Rank of the first gold unit when each question's list (the shipped search's top 30 and
+    its random units) is ordered by the encoder's cosine alone."""
+    import torch
+
+    ranks: list[int | None] = []
+    was_training = model.model.training
+    model.model.eval()
+    with torch.inference_mode():
+        for q in questions:
+            pool = list(q.candidates) + [c for c in q.randoms if c not in q.candidates]
+            if not any(_label(c) for c in pool):
+                continue
+            qv = model.embed([q.reader_query], QUERY_TOKENS)
+            pv = model.embed([passage(c) for c in pool], MAX_TOKENS)
+            order = (pv @ qv[0]).argsort(descending=True).tolist()
+            ranks.append(next((i for i, j in enumerate(order, 1) if _label(pool[j])), None))
+    if was_training:
+        model.model.train()
+    return ranks
+
+
+def r_at_1(ranks: Sequence[int | None]) -> float:
+    """Share of ranks equal to 1."""
+    return round(sum(r == 1 for r in ranks) / max(1, len(ranks)), 4)
+
+
+def train(
+    model: Model,
+    data: Sequence[Example],
+    *,
+    steps: int,
+    lr: float,
+    batch_size: int = 16,
+    hard: int = 2,
+    easy: int = 1,
+    temp: float = 0.05,
+    weights: dict[str, float] | None = None,
+    evaluate: Callable[[Model], dict[str, float]] | None = None,
+    every: int = 50,
+    seed: int = 0,
+    log: Path | None = None,
+) -> dict[str, Any]:
+    """Train the adapters; evaluates every ``every`` steps and restores the adapters of the best
+    evaluation (``r1``); returns the run's record (loss curve, evaluations, best step)."""
+    import torch
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    params = [p for p in model.model.parameters() if p.requires_grad]
+    optim = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    warm = max(1, steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        optim, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
+    )
+    stream = batches(data, batch_size, weights or {}, rng)
+    losses: list[float] = []
+    evals: list[dict[str, float]] = []
+    best: tuple[float, int, dict[str, Any]] | None = None
+    started = time.monotonic()
+
+    def note(record: dict[str, Any]) -> None:
+        line = json.dumps(record)
+        print(line, file=sys.stderr, flush=True)
+        if log:
+            with log.open("a") as f:
+                f.write(line + "\n")
+
+    def checkpoint(step: int) -> None:
+        nonlocal best
+        if evaluate is None:
+            return
+        result = {"step": step, **evaluate(model), "s": round(time.monotonic() - started)}
+        evals.append(result)
+        note({"eval": result})
+        if best is None or result["r1"] > best[0]:
+            state = {
+                k: v.detach().clone() for k, v in model.model.named_parameters() if v.requires_grad
+            }
+            best = (result["r1"], step, state)
+
+    model.model.train()
+    checkpoint(0)
+    for step in range(1, steps + 1):
+        loss = info_nce(model, next(stream), hard, easy, temp, rng)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optim.step()
+        sched.step()
+        optim.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+        if step % 10 == 0:
+            recent = losses[-10:]
+            note(
+                {
+                    "step": step,
+                    "loss": round(sum(recent) / len(recent), 4),
+                    "lr": sched.get_last_lr()[0],
+                    "s": round(time.monotonic() - started),
+                }
+            )
+        if step % every == 0 or step == steps:
+            checkpoint(step)
+    best_step = steps
+    if best is not None:
+        _, best_step, state = best
+        with torch.no_grad():
+            for k, v in model.model.named_parameters():
+                if k in state:
+                    v.copy_(state[k])
+    model.model.eval()
+    return {
+        "steps": steps,
+        "lr": lr,
+        "batch_size": batch_size,
+        "hard": hard,
+        "easy": easy,
+        "temperature": temp,
+        "max_tokens": MAX_TOKENS,
+        "loss_first": losses[:10],
+        "loss_last": losses[-10:],
+        "evaluations": evals,
+        "best_step": best_step,
+        "seconds": round(time.monotonic() - started),
+        "chance_loss": round(math.log(batch_size * (1 + hard + easy)), 3),
+    }
+
+
+def save(model: Model, out: Path, card: dict[str, Any]) -> Path:
+    """The adapters (small, committed) and the merged encoder directory (what
+    ``CODERAG_EMBED_MODEL`` names) under ``out``; returns the merged directory."""
+    out.mkdir(parents=True, exist_ok=True)
+    model.model.save_pretrained(out / "adapter")
+    merged = model.model.merge_and_unload()
+    target = out / "encoder"
+    merged.save_pretrained(target)
+    model.tokenizer.save_pretrained(target)
+    (out / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+    return target
