@@ -59,15 +59,17 @@ browser:
 # The compose suite is not part of `make test`: a cold build of its images takes about 30 minutes
 # on 2 cores, which would break the 30-minute budget of a cold `make test`. `make compose-test`
 # runs it (minutes once the images are cached).
-test: install llm redis postgres browser
+test: install llm redis postgres browser lint
 	$(PY) -m pytest -q -m "not compose"
 
 # the inner loop: the fast tests only (no real browser, no model fine-tuning)
 test-fast: install llm redis postgres
 	$(PY) -m pytest -q -m "not compose and not slow"
 
+# part of `make test`: lint and formatting fail the build like a test
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: install
 	$(PY) bench/fetch.py
