@@ -17,7 +17,7 @@ REPO ?= .
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install llm run test test-fast lint bench reranker redis postgres browser engine wheelhouse wheel-sets base-image postgres-base-image images \
+.PHONY: install llm run test test-fast lint screenshots bench reranker redis postgres browser engine wheelhouse wheel-sets base-image postgres-base-image images \
 	compose-test
 
 install: $(STAMP)
@@ -65,6 +65,10 @@ test: install llm redis postgres browser lint
 # the inner loop: the fast tests only (no real browser, no model fine-tuning)
 test-fast: install llm redis postgres
 	$(PY) -m pytest -q -m "not compose and not slow"
+
+# the README's screenshots, taken by the browser test (make test writes them to a temp folder)
+screenshots: install browser
+	CODERAG_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q tests/test_web.py
 
 # part of `make test`: lint and formatting fail the build like a test
 lint: install

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,23 +28,12 @@ sys.path.insert(0, str(HERE))
 os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data"))
 
 from fetch import load_corpora  # noqa: E402
+from index_speed import free_port  # noqa: E402
 from retrieval import load_questions  # noqa: E402
+from serve_latency import pct  # noqa: E402
 
 TOKEN = "bench-token"
 """The one admin token the server is started with."""
-
-
-def pct(xs: list[float], p: float) -> float:
-    """The p-th percentile (nearest rank)."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(p * (len(xs) - 1)))]
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def serve(port: int) -> subprocess.Popen[bytes]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from functools import cache
 from pathlib import Path
 
 from coderag_training import encoder as enc
@@ -36,16 +37,18 @@ TRAIN_SPLITS = ("tune", "mined")
 """The splits training reads; tune2 is the tuning metric, test and test2 are frozen."""
 
 
+@cache
+def _lists(mined: bool) -> tuple[rr.Question, ...]:
+    """Every question of the written lists or of the mined ones, read once per process."""
+    paths = sorted((LISTS / "mined").glob("*.jsonl")) if mined else sorted(LISTS.glob("*.jsonl"))
+    return tuple(rr.load(paths))
+
+
 def split_questions(split: str) -> list[rr.Question]:
     """Answerable questions of one split (mined: every mined code base)."""
     if split in ("test", "test2"):
         raise SystemExit(f"{split} is frozen: training and tuning never read it")
-    paths = (
-        sorted((LISTS / "mined").glob("*.jsonl"))
-        if split == "mined"
-        else sorted(LISTS.glob("*.jsonl"))
-    )
-    return [q for q in rr.load(paths) if q.split == split and q.type != "absent"]
+    return [q for q in _lists(split == "mined") if q.split == split and q.type != "absent"]
 
 
 def tune2_metric(model: enc.Model) -> dict[str, float]:

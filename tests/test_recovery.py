@@ -126,11 +126,15 @@ def test_a_killed_worker_is_retried_and_ends_equal_to_a_full_index(
 def test_a_chain_killed_more_often_than_retries_allow_ends_in_error(
     redis: RedisServer, workers, tmp_path: Path
 ) -> None:
-    root = make_repo(tmp_path / "shop", modules=12)
+    root = make_repo(tmp_path / "shop")
     first = workers(CODERAG_JOB_RETRIES="0")
     with api() as client:
         client.post("/repos", json={"name": "doomed", "path": str(root)})
-        wait_for("doomed", lambda r: r.status in ("indexing", "ready"))
+        embedding = StartedJobRegistry(
+            queue=Queue("embedder", connection=Redis.from_url(redis.url))
+        )
+        # killed inside a job: waiting on the status alone let a fast chain finish first
+        wait_for("doomed", lambda r: bool(embedding.get_job_ids()))
         kill9(first)
         workers(CODERAG_JOB_RETRIES="0")
         repo = wait_for("doomed", finished_chain)

@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from coderag.schemas import Unit
 from coderag_embedder.encoder import default_model_dir, unit_text
+from coderag_training.embedder.training import lr_factor, pool
 from coderag_training.reranker import Question
 
 MAX_TOKENS = 128
@@ -81,7 +82,7 @@ def examples(questions: Sequence[Question]) -> list[Example]:
 
 
 def _label(c: dict[str, Any]) -> bool:
-    return str(c.get("label", 0)) not in ("0", "", "False", "None")
+    return bool(c.get("label"))
 
 
 def batches(
@@ -109,15 +110,10 @@ class Model:
 
     def embed(self, texts: list[str], max_tokens: int) -> Any:
         """L2-normalised mean-pooled rows (gradients flow when the model is in train mode)."""
-        import torch
-
         batch = self.tokenizer(
             texts, padding=True, truncation=True, max_length=max_tokens, return_tensors="pt"
         )
-        hidden = self.model(**batch).last_hidden_state
-        m = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        vec = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-        return torch.nn.functional.normalize(vec, dim=-1)
+        return pool(self.model(**batch).last_hidden_state, batch["attention_mask"], "mean")
 
 
 def load(base: Path | None = None, rank: int = 16, alpha: int = 32) -> Model:
@@ -215,9 +211,7 @@ def train(
     params = [p for p in model.model.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     warm = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        optim, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
-    )
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: lr_factor(s, steps, warm))
     stream = batches(data, batch_size, weights or {}, rng)
     losses: list[float] = []
     evals: list[dict[str, float]] = []

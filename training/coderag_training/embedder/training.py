@@ -43,7 +43,7 @@ def nt_xent(
     return torch.nn.functional.cross_entropy(logits, target)
 
 
-def _pool(hidden: Any, mask: Any, pooling: str) -> Any:
+def pool(hidden: Any, mask: Any, pooling: str) -> Any:
     """Sentence vectors as ``Encoder`` computes them: mean over tokens or the first token."""
     import torch
 
@@ -62,7 +62,7 @@ def _effective_length(config: Any, max_length: int) -> int:
     return min(max_length, limit)
 
 
-def _lr_factor(step: int, total: int, warmup_steps: int) -> float:
+def lr_factor(step: int, total: int, warmup_steps: int) -> float:
     """Linear warmup to 1 over ``warmup_steps``, then linear decay to 0 at ``total``."""
     if step < warmup_steps:
         return (step + 1) / warmup_steps
@@ -142,7 +142,7 @@ def train(
     )
     warmup_steps = max(1, math.ceil(warmup * steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: _lr_factor(s, steps, warmup_steps)
+        optimizer, lambda s: lr_factor(s, steps, warmup_steps)
     )
     params = [p for group in optimizer.param_groups for p in group["params"]]
 
@@ -151,7 +151,7 @@ def train(
             texts, padding=True, truncation=True, max_length=length, return_tensors="pt"
         ).to(dev)
         hidden = model(**batch).last_hidden_state
-        return _pool(hidden, batch["attention_mask"], pooling)
+        return pool(hidden, batch["attention_mask"], pooling)
 
     batches = iter(_micro_batches(pairs, batch_size, rng))
     losses: list[float] = []
@@ -164,8 +164,8 @@ def train(
             chunk = next(batches)
             negatives: list[str] = []
             for p in chunk:
-                pool = p.all_negatives()
-                negatives += rng.sample(pool, min(negatives_per_pair, len(pool)))
+                candidates = p.all_negatives()
+                negatives += rng.sample(candidates, min(negatives_per_pair, len(candidates)))
             anchors = [p.anchor for p in chunk]
             positives = [p.positive for p in chunk]
             vecs = embed(anchors + positives + negatives)
