@@ -210,6 +210,7 @@ def collect_mined(entry: dict, limit: int) -> Path | None:
 
 def main() -> int:
     """Collect candidate lists for the chosen splits."""
+    global OUT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", action="append", help="only these splits (default: all)")
     ap.add_argument("--corpus", action="append", help="only these corpora")
@@ -217,7 +218,9 @@ def main() -> int:
     ap.add_argument(
         "--mined", type=int, default=0, help="instead: this many mined questions per code base"
     )
+    ap.add_argument("--out", type=Path, default=OUT, help=f"where the lists go (default {OUT})")
     args = ap.parse_args()
+    OUT = args.out
     if args.mined:
         from fetch import load_mining
 

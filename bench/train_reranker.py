@@ -308,7 +308,11 @@ def cmd_ship(args: argparse.Namespace) -> int:
 
 def main() -> int:
     """Run one step."""
+    global LISTS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--lists", type=Path, default=LISTS, help=f"candidate lists to read (default {LISTS})"
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     o = sub.add_parser("overfit")
     o.add_argument("--steps", type=int, default=150)
@@ -334,6 +338,7 @@ def main() -> int:
     s = sub.add_parser("ship")
     s.add_argument("--name", required=True)
     args = ap.parse_args()
+    LISTS = args.lists
     return {"overfit": cmd_overfit, "train": cmd_train, "evaluate": cmd_evaluate, "ship": cmd_ship}[
         args.cmd
     ](args)

@@ -266,7 +266,9 @@ class Hit(SearchHit):
     the /search hit with its code, the unit's id, doc comment, the parser's facts and whether it
     is test code; its vector similarity to the question (second encoder when it runs, else the
     main one); the hits among the others it calls (``calls``), the symbols of units that call it
-    (``callers``) and whether test code calls it (``tested``, None when unknown)."""
+    (``callers``) and whether test code calls it (``tested``, None when unknown); for the first
+    few, the file lines of the statement that best does what the question asks (``focus_start``
+    to ``focus_end``, None when the unit is too short to choose)."""
 
     similarity: float | None = None
     calls: list[str] = Field(default_factory=list)
@@ -276,6 +278,8 @@ class Hit(SearchHit):
     is_test: bool = False
     callers: list[str] = Field(default_factory=list)
     tested: bool | None = None
+    focus_start: int | None = None
+    focus_end: int | None = None
 
     def search_hit(self) -> SearchHit:
         """The /search form: no code, similarity or what the generator reads."""

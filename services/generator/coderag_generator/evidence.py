@@ -157,7 +157,8 @@ def _ranges(rows: list[tuple[int, str]]) -> list[tuple[int, int, str]]:
 
 
 def quotes(unit: Hit, query: str, asked: set[str], next_symbol: str | None = None) -> list[Quote]:
-    """The unit's lines that carry the question's evidence: its signature, the statements the
+    """The unit's lines that carry the question's evidence: its signature, the statement the
+    retriever found to do what the question asks (``focus_start``), the statements the
     question's intents point at, the call of ``next_symbol`` in a chain, the lines that mention
     most of the question's terms; at most ``MAX_RANGES`` tight ranges, first line first."""
     lines = (unit.text or "").splitlines()
@@ -179,6 +180,9 @@ def quotes(unit: Hit, query: str, asked: set[str], next_symbol: str | None = Non
         picked += [(i, "config") for i, ln in enumerate(lines) if _CONFIG.search(ln)][:2]
     if "deprecated" in asked:
         picked += [(i, "deprecated") for i, ln in enumerate(lines) if "deprecat" in ln.lower()][:1]
+    if unit.focus_start is not None and unit.focus_end is not None and not doc:
+        rows = range(unit.focus_start - unit.start_line, unit.focus_end - unit.start_line + 1)
+        picked += [(r, "focus") for r in rows if 0 <= r < len(lines)]
     if next_symbol:
         name = next_symbol.rsplit(".", 1)[-1].split("[")[0]
         call = re.compile(rf"\b{re.escape(name)}\s*\(")
@@ -194,8 +198,11 @@ def quotes(unit: Hit, query: str, asked: set[str], next_symbol: str | None = Non
         if doc and not best:
             best = sorted((-s, i) for s, i in scored if s >= 1)[:1] or [(0, 0)]
         picked += [(i, "mentions") for _, i in best]
+    ranges = _ranges(picked)
+    # the signature and the statement found to do the asked work come first, then row order
+    kept = sorted(ranges, key=lambda r: ("signature" not in r[2] and "focus" not in r[2], r[0]))
     out = []
-    for s, e, why in _ranges(picked)[:MAX_RANGES]:
+    for s, e, why in sorted(kept[:MAX_RANGES]):
         start = unit.start_line + s
         out.append(Quote(unit.file, start, start + e - s, why, "\n".join(lines[s : e + 1])))
     return out

@@ -10,13 +10,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from coderag import chain
-from coderag.embedding import QueryEmbedder
+from coderag.embedding import QueryEmbedder, query_embedder
+from coderag.errors import Unavailable
 from coderag.gate import below_gate
 from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag.store.graph import Graph
+from coderag_retriever import focus
+from coderag_retriever.query import Query
 from coderag_retriever.search import Ranked, rank, routes_run
 
 MAX_CALLERS = 5
@@ -57,6 +62,9 @@ def retrieve(
     hits = [to_hit(r, with_code) for r in ranked]
     if with_code:
         hits = with_neighbours(repo, ranked, hits)
+        embed = focus_embedder(embedder or query_embedder(settings))
+        asked = Query(repo, query, settings.zh_vocab, settings.zh_dictionary)
+        hits = focus.with_focus(asked, hits, embed)
     gate = settings.gate() if not (ready_only and missing) else 0.0
     return Retrieval(hits, below_gate(hits, gate), ready, missing)
 
@@ -110,6 +118,21 @@ def with_neighbours(repo: str, ranked: list[Ranked], hits: list[Hit]) -> list[Hi
             }
         out.append(hit.model_copy(update=update))
     return out
+
+
+def focus_embedder(embedder: QueryEmbedder) -> focus.Embed:
+    """Vectors of ``focus.SPACE`` (the first space when it does not run); None, and no focus
+    but lexical, when the embedder is down: the answer still has its hits."""
+
+    def embed(texts: list[str]) -> np.ndarray | None:
+        try:
+            spaces = embedder.spaces()
+            space = focus.SPACE if focus.SPACE in spaces else (spaces or ["vector"])[0]
+            return embedder.embed_queries(space, texts)
+        except Unavailable:
+            return None
+
+    return embed
 
 
 _slots: dict[int, threading.BoundedSemaphore] = {}
