@@ -45,7 +45,7 @@ def run(split: str, rounds: int, rerank: str) -> str:
     times: dict[tuple[str, str], list[float]] = defaultdict(list)
     agree = total = 0
     load = os.getloadavg()[0]
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(), base_url="http://127.0.0.1") as client:  # an allowed host
         for corpus in load_corpora():
             if corpus.get("split") != split:
                 continue

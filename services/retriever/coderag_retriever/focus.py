@@ -36,11 +36,14 @@ MIN_BODY_LINES = 6
 MAX_STATEMENT_LINES = 3
 """Longest statement quoted as one (a call whose arguments run over lines)."""
 
-HITS = 3
-"""Hits of a /retrieve answer whose focus is found: the ones an answer quotes."""
+HITS = 1
+"""Hits of a /retrieve answer whose focus is found: the first, which an answer quotes first.
+Each costs the encoder up to ``MAX_STATEMENTS`` texts on one core (about 6 ms each here): three
+hits of 24 statements took /ask from p95 114 ms to 1,026 (docs/BENCHMARKS.md)."""
 
-MAX_STATEMENTS = 24
-"""Statements of one unit the encoder reads at most (three units: one batch of 73 texts)."""
+MAX_STATEMENTS = 16
+"""Statements of one unit the encoder reads at most: 12 to 24 found the same lines on the
+tuning set (20–21 of 54), 8 fewer (17)."""
 
 _COMMENT = re.compile(r"^\s*(?:#|//|/\*|\*|--|<!--)")
 _DOC_OPEN = re.compile(r"^\s*[rRbBuU]{0,2}(\"\"\"|''')")
