@@ -18,7 +18,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .PHONY: install llm run test test-fast lint screenshots bench reranker redis postgres browser engine wheelhouse wheel-sets base-image postgres-base-image images \
-	compose-test
+	compose-test frontend-test
 
 install: $(STAMP)
 
@@ -58,13 +58,29 @@ browser:
 
 # The compose suite is not part of `make test`: a cold build of its images takes about 30 minutes
 # on 2 cores, which would break the 30-minute budget of a cold `make test`. `make compose-test`
-# runs it (minutes once the images are cached).
+# runs it (minutes once the images are cached). Nor is the chat front end (frontend-test, below).
 test: install llm redis postgres browser lint
-	$(PY) -m pytest -q -m "not compose"
+	$(PY) -m pytest -q -m "not compose and not frontend"
 
 # the inner loop: the fast tests only (no real browser, no model fine-tuning)
 test-fast: install llm redis postgres
-	$(PY) -m pytest -q -m "not compose and not slow"
+	$(PY) -m pytest -q -m "not compose and not frontend and not slow"
+
+# A real chat front end against `coderag serve`: Open WebUI (requirements-open-webui.lock, ~3 GB
+# with torch) in a virtualenv of its own, since its exact pins clash with ours; started offline on
+# loopback and driven in headless Chromium (tests/test_open_webui.py). Not in `make test`.
+OPEN_WEBUI_VENV ?= .cache/open-webui-venv
+OPEN_WEBUI_STAMP := $(OPEN_WEBUI_VENV)/.installed-$(shell sha1sum requirements-open-webui.lock | cut -c1-12)
+
+$(OPEN_WEBUI_STAMP): requirements-open-webui.lock
+	test -x $(OPEN_WEBUI_VENV)/bin/python || python3 -m venv $(OPEN_WEBUI_VENV)
+	$(OPEN_WEBUI_VENV)/bin/python -m pip install -q --upgrade pip wheel
+	$(OPEN_WEBUI_VENV)/bin/python -m pip install -q -r requirements-open-webui.lock
+	rm -f $(OPEN_WEBUI_VENV)/.installed-*
+	touch $@
+
+frontend-test: install browser $(OPEN_WEBUI_STAMP)
+	CODERAG_OPEN_WEBUI_VENV=$(OPEN_WEBUI_VENV) $(PY) -m pytest -q -m frontend tests/test_open_webui.py
 
 # the README's screenshots, taken by the browser test (make test writes them to a temp folder)
 screenshots: install browser
