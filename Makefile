@@ -90,6 +90,11 @@ screenshots: install browser
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	PYTHONPATH=$(SOURCES) $(VENV)/bin/lint-imports
+# types (mypy, [tool.mypy]) and the layers' import contracts ([tool.importlinter]), issue 32;
+# import-linter reads this tree's packages, not whichever tree the venv's editable install names
+SOURCES := shared:services/parser:services/embedder:services/retriever:services/generator:app:training:.
 
 bench: install
 	$(PY) bench/fetch.py

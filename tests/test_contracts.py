@@ -1,7 +1,10 @@
-"""Import contracts (issue 11): no service imports another, ``shared`` imports no service, heavy
-libraries stay out of the services that must not need them, and each extra of pyproject.toml
-holds what its service imports. The imports that break a contract today are listed, each one,
-so the build fails on a new one; when the seams refactor removes one, its line must go too."""
+"""Import contracts (issue 11) that import-linter cannot express: heavy libraries stay out of
+the services that must not need them, each extra of pyproject.toml holds what its service
+imports, jobs are queued as typed payloads, function-level imports say why, no module imports
+one that imports it back, shared holds only what a service runs, SQL lives in the store. The
+layers themselves (no service imports another, ``shared`` imports no service, nothing imports
+the app or the tests, the services never import training) are import-linter's contracts in
+pyproject.toml, which ``make lint`` checks (issue 32); this file checks they name every package."""
 
 from __future__ import annotations
 
@@ -18,16 +21,12 @@ from tests.imports import (
     PACKAGES,
     ROOT,
     SERVICES,
-    Edge,
     distribution_of_module,
     edges,
     is_third_party,
     modules,
     runtime_imports,
 )
-
-KNOWN_CROSS_IMPORTS: set[tuple[str, str]] = set()
-"""(importer, imported) pairs across package lines that exist today and are to be removed."""
 
 FORBIDDEN = {
     "coderag": {"torch", "transformers", "peft", "llama_cpp", "tree_sitter", "bm25s", "hdbscan"},
@@ -60,18 +59,6 @@ def _package_of(module: str) -> str:
     return module.split(".")[0]
 
 
-COMPOSERS = {"coderag_app", "coderag_training"}
-"""The composition root (the all-in-one server and the CLI) and the offline training tools: the
-only packages that may import the services."""
-
-
-def _crossing(e: Edge) -> bool:
-    source, target = _package_of(e.source), _package_of(e.target)
-    return (
-        target in PACKAGES and source != target and target != "coderag" and source not in COMPOSERS
-    )
-
-
 def test_the_import_graph_is_read() -> None:
     """The contracts below mean nothing if the reader misses imports inside functions."""
     found = {(e.source, e.target, e.lazy, e.kind) for e in edges()}
@@ -91,32 +78,24 @@ def test_jobs_are_queued_as_typed_payloads_not_dotted_names() -> None:
     assert not dotted, f"jobs queued by dotted name (use a coderag.jobs model): {dotted}"
 
 
-def test_no_package_imports_another_service_beyond_the_known_list() -> None:
-    found = {(e.source, e.target) for e in edges() if _crossing(e)}
-    new = sorted(found - KNOWN_CROSS_IMPORTS)
-    assert not new, f"new imports across services (use shared/coderag or a client): {new}"
-    gone = sorted(KNOWN_CROSS_IMPORTS - found)
-    assert not gone, f"these imports are gone: remove them from KNOWN_CROSS_IMPORTS: {gone}"
+def _import_linter() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "importlinter"
+    ]
 
 
-LAYERS = (("coderag_app",), ("coderag_training",), SERVICES, ("coderag",))
-"""First-party packages from the top layer down: the composition root (the server, the CLI and
-the edge modules only it uses: gateway, MCP, web page, metrics, middleware), the offline
-training tools, the four services side by side, the shared library. A package imports only
-itself and the layers below it; packages of one layer never import each other."""
-
-
-def test_each_package_imports_only_the_layers_below_it() -> None:
-    layer = {package: i for i, names in enumerate(LAYERS) for package in names}
-    assert set(layer) == set(PACKAGES), "every first-party package sits in one layer"
-    bad = sorted(
-        f"{e.source}:{e.line} imports {e.target}"
-        for e in edges()
-        if e.top in PACKAGES
-        and _package_of(e.source) != e.top
-        and layer[e.top] <= layer[_package_of(e.source)]
-    )
-    assert not bad, f"imports against the layers {LAYERS}: {bad}"
+def test_the_import_contracts_name_every_package() -> None:
+    """import-linter's layers contract (pyproject.toml) puts every first-party package in a
+    layer, top down: the composition root, the offline training tools, the four services side
+    by side (an independent layer), the shared library; so a new package cannot slip past it."""
+    config = _import_linter()
+    assert set(config["root_packages"]) == set(PACKAGES) | {"tests"}
+    [layers] = [c for c in config["contracts"] if c["type"] == "layers"]
+    named = [p.strip() for layer in layers["layers"] for p in layer.split("|")]
+    assert sorted(named) == sorted(PACKAGES)
+    assert layers["layers"][2].split(" | ") == list(SERVICES), "the services are one layer"
+    [independent] = [c for c in config["contracts"] if c["type"] == "independence"]
+    assert independent["modules"] == list(SERVICES)
 
 
 LOADED_BY_PATH = {
@@ -372,15 +351,6 @@ def test_the_training_extra_holds_what_fine_tuning_imports() -> None:
         _distributions_of(imports) - _with_dependencies(declared) - INSTALLED_BESIDE.keys()
     )
     assert not missing, f"[training] lacks what coderag_training imports: {missing}"
-
-
-def test_no_runtime_service_imports_the_training_package() -> None:
-    bad = sorted(
-        f"{e.source}:{e.line}"
-        for e in edges()
-        if e.top == "coderag_training" and _package_of(e.source) in SERVICES
-    )
-    assert not bad, f"the services run without the offline training package: {bad}"
 
 
 SQL_OUTSIDE_STORE: set[str] = set()

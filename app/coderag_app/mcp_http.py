@@ -54,7 +54,9 @@ def install(app: FastAPI):
 
     server = build_server(client)
     # DNS-rebinding protection only where it means something: a server on loopback.
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    security: TransportSecuritySettings | None = TransportSecuritySettings(
+        enable_dns_rebinding_protection=False
+    )
     if settings.host in LOOPBACK:
         security = None
     starlette_app = server.streamable_http_app(

@@ -9,6 +9,7 @@ import io
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 from coderag.errors import InvalidInput
 from coderag.store import Catalog, audit_log
@@ -27,7 +28,7 @@ def safe_cell(value: object) -> object:
     return value
 
 
-current_call: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+current_call: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "coderag_audit_call", default=None
 )
 """Set per HTTP request by ``audit_http``; ``record`` marks it, so no request is logged twice."""

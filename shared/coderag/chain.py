@@ -197,7 +197,7 @@ def renewing(catalog: Catalog, name: str, token: str | None, lease_s: float) -> 
     def beat() -> None:
         while not stop.wait(lease_s / 4):
             # a missed beat only shortens the lease
-            with contextlib.suppress(DatabaseError):
+            with contextlib.suppress(*DatabaseError):
                 chain_rows.beat(catalog.db, name, token, time.time() + lease_s)
 
     thread = threading.Thread(target=beat, name=f"lease-{name}", daemon=True)
@@ -256,7 +256,8 @@ def route_readiness(
 ) -> tuple[list[str], list[str]]:
     """(routes whose data is all in place, routes still waiting for vectors) among ``routes``;
     a waiting vector route already searches the batches written so far."""
-    ready, missing = [], []
+    ready: list[str] = []
+    missing: list[str] = []
     for route in routes:
         space = VECTOR_ROUTES.get(route)
         (missing if space and not space_ready(state, complete, space) else ready).append(route)

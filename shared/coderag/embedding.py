@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 import numpy as np
@@ -111,13 +111,14 @@ class HttpEmbedder:
         """The same client sending a caller's ``Authorization`` header along."""
         return replace(self, headers={"authorization": authorization} if authorization else {})
 
-    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
             resp = self.http.request(method, path, json=body, headers=self.headers)
         except httpx.HTTPError as exc:
             raise Unavailable(f"embedder unreachable at {self.http.base_url}: {exc}") from exc
         raise_for(resp, "embedder")
-        return resp.json()
+        answer: dict[str, Any] = resp.json()
+        return answer
 
     def spaces(self) -> list[str]:
         """The embedder's vector spaces (``GET /embed/spaces``), re-read every SPACES_TTL_S."""

@@ -13,7 +13,8 @@ def eta_seconds(state: dict[str, Any], complete: bool) -> float | None:
     promise); None when nothing is running or no rate is known yet."""
     if complete:
         return None
-    rate, left, waiting = None, 0, 0
+    rate: float | None = None
+    left, waiting = 0, 0
     for entry in state.values():
         done, total, started = entry.get("done", 0), entry.get("total"), entry.get("started")
         if total is None:

@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from redis.exceptions import RedisError
 
@@ -236,7 +236,8 @@ def job_alive(name: str, settings: Settings) -> bool:
     from rq.job import Job, JobStatus
 
     conn = Redis.from_url(settings.redis_url)
-    job_id = conn.get(JOB_KEY.format(name))
+    # a client made without decode_responses answers bytes
+    job_id = cast(bytes | None, conn.get(JOB_KEY.format(name)))
     if job_id is None:
         return False
     try:

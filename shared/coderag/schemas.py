@@ -7,6 +7,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
 REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
 """Repository names: 1-64 letters, digits, '.', '_' or '-', starting and ending alphanumeric."""
@@ -94,7 +95,7 @@ class Unit(BaseModel):
         return hashlib.sha256(raw.encode()).hexdigest()
 
 
-_ONE_SOURCE = {
+_ONE_SOURCE: JsonDict = {
     "oneOf": [
         {"required": ["path"], "properties": {"path": {"type": "string", "minLength": 1}}},
         {"required": ["url"], "properties": {"url": {"type": "string", "minLength": 1}}},

@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from coderag.errors import InvalidInput, NotFound
-from coderag.schemas import AskRequest, Citation, RepoOut
+from coderag.schemas import AskRequest, Citation, RefOut, RepoOut
 from coderag.store import refs
 from coderag_app.v1 import errors
 from coderag_app.v1.schemas import (
@@ -61,7 +61,9 @@ def models(rows: list[RepoOut]) -> ModelList:
     """Each repository and each of its refs as a model, repository first, then its refs."""
     out: list[Model] = []
     for repo in refs.listed(rows):
-        for row, ref in [(repo, None), *((r, r.ref) for r in repo.refs)]:
+        pairs: list[tuple[RepoOut | RefOut, str | None]] = [(repo, None)]
+        pairs += [(r, r.ref) for r in repo.refs]
+        for row, ref in pairs:
             status, commit = row.status, row.commit
             out.append(
                 Model(

@@ -11,7 +11,7 @@ answer) and marks clarifying answers with ``clarify``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +88,7 @@ def answer_events(
     git: chronicle.GitFacts | None = None,
     missing: Sequence[str] = (),
     sampling: Sampling = Sampling(),
-) -> Iterator[Event]:
+) -> Generator[Event]:
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
     turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
     given for who/when questions, answers them from the repository's history instead;

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -123,7 +123,7 @@ async def with_commits(
 
 async def ask(
     request: AskRequest, asker: Asker, report_errors: bool = False, carried: Carried | None = None
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event]:
     """The events of one answer: ``retrieval`` once the question is accepted (bad input, an
     unknown repository or session owner, or a retriever that is down raise before it), then the
     answer's ``prompt``, ``token`` and ``retry``, then ``done`` carrying /ask's JSON. An error

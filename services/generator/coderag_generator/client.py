@@ -4,7 +4,7 @@ all-in-one server; the same code either way."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from starlette.types import ASGIApp
@@ -61,7 +61,9 @@ class RetrieverClient(ServiceClient):
 class ParserClient(ServiceClient):
     """Calls the parser's /repos/{name}/history (git facts over line ranges)."""
 
-    async def history(self, repo: str, ranges: list[dict], **window: object) -> dict:
+    async def history(
+        self, repo: str, ranges: list[dict[str, Any]], **window: object
+    ) -> dict[str, Any]:
         """The history of the ranges: ``log=True`` adds the commits that changed them, within
         ``since``/``until`` (ISO 8601) when given."""
         try:
@@ -69,4 +71,5 @@ class ParserClient(ServiceClient):
         except httpx.HTTPError as exc:
             raise Unavailable(f"parser unreachable: {exc}") from exc
         raise_for(resp)
-        return resp.json()
+        answer: dict[str, Any] = resp.json()
+        return answer

@@ -106,9 +106,10 @@ def assemble(
         if used + cost > budget:
             if kept:
                 break
-            snip = _cut(snip, count_tokens, budget)
-            if snip is None:
+            cut = _cut(snip, count_tokens, budget)
+            if cut is None:
                 break
+            snip = cut
             cost = count_tokens(snip.render()) + 12
         kept.append(snip)
         used += cost

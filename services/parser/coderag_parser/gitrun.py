@@ -7,7 +7,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 
 from coderag import gitsafe
@@ -17,7 +17,7 @@ POLL_SECONDS = 0.5
 """How often a running clone or fetch is checked against its limits."""
 
 
-def output_lines(args: list[str], root: Path, stdin: str = "") -> Iterator[str]:
+def output_lines(args: list[str], root: Path, stdin: str = "") -> Generator[str]:
     """Lines ``git args`` writes to stdout, run on the view of the repository at ``root``; none
     if it fails or ``root`` is not in a repository."""
     try:

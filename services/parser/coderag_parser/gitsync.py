@@ -47,8 +47,8 @@ def checkout(repo: RepoOut, data_dir: Path) -> Path:
         clone.git.checkout("-B", branch, f"origin/{branch}")
         clone.git.reset("--hard", f"origin/{branch}")
         return dest
-    branch = ["--branch", repo.branch] if repo.branch else []
-    clone_into(dest, repo.url, ["--no-recurse-submodules", *branch], limits)
+    branch_args = ["--branch", repo.branch] if repo.branch else []
+    clone_into(dest, repo.url, ["--no-recurse-submodules", *branch_args], limits)
     return dest
 
 

@@ -24,7 +24,9 @@ MAX_POOL_CRASHES = 20
 """Parser processes that may die in one batch before the rest is parsed in this process."""
 
 
-def blame_file(args: tuple[str, str, list[tuple[str, int, int]]]) -> list[tuple[str, ...]]:
+def blame_file(
+    args: tuple[str, str, list[tuple[str, int, int]]],
+) -> list[tuple[str, str, str, str]]:
     """(root, path, [(unit id, start, end)]) -> (unit id, commit, author, date) of the newest
     commit among each unit's committed lines (units with none are left out)."""
     root, path, spans = args
@@ -36,10 +38,12 @@ def blame_file(args: tuple[str, str, list[tuple[str, int, int]]]) -> list[tuple[
     return out
 
 
-def blame_all(jobs: list[tuple], workers: int, repo: str) -> list[tuple[str, ...]]:
+def blame_all(
+    jobs: list[tuple[str, str, list[tuple[str, int, int]]]], workers: int, repo: str
+) -> list[tuple[str, str, str, str]]:
     """``blame_file`` over many files, on worker processes for a big batch (git does the work;
     a broken pool falls back to this process)."""
-    rows: list[tuple[str, ...]] = []
+    rows: list[tuple[str, str, str, str]] = []
     if len(jobs) >= POOL_MIN_FILES and workers > 1:
         try:
             ctx = multiprocessing.get_context("forkserver")
@@ -61,12 +65,12 @@ def parse_all(jobs: list[tuple], workers: int, repo: str) -> list[dict]:
     """Parse files (``parse_file`` arguments), in order; a file that crashes a parser process
     is skipped as ``parser_crash``, the others are parsed."""
     if len(jobs) < POOL_MIN_FILES or workers <= 1:
-        results = []
+        results: list[dict] = []
         for i, job in enumerate(jobs, 1):
             results.append(parse_file(job))
             chain.report(repo, "parsing", i, len(jobs))
         return results
-    results: list[dict] = []
+    results = []
     isolating = False  # after a crash: one process, one file at a time, so the culprit is known
     for _ in range(MAX_POOL_CRASHES + 1):
         rest = jobs[len(results) :]

@@ -160,8 +160,8 @@ def _code_units(
     units += blocks
     owner_of += [None] * len(blocks)
     order = sorted(range(len(units)), key=lambda i: units[i].start_line)
-    owners = {new: owner_of[old] for new, old in enumerate(order) if owner_of[old] is not None}
-    return [units[i] for i in order], owners  # type: ignore[misc]
+    owners = {new: o for new, old in enumerate(order) if (o := owner_of[old]) is not None}
+    return [units[i] for i in order], owners
 
 
 def _file_unit(head: Unit, defs: list[Definition], data: bytes) -> Unit:

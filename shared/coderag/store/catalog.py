@@ -6,6 +6,7 @@ import json
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from coderag.errors import Conflict, NotFound
 from coderag.eta import eta_seconds
@@ -136,7 +137,7 @@ class Catalog:
         )
         return [_repo_out(r) for r in rows]
 
-    def index_versions(self) -> dict[str, tuple]:
+    def index_versions(self) -> dict[str, tuple[Any, ...]]:
         """Each repository's and ref's index version: a value that changes whenever its vectors
         may have (a new registration, a published generation, a stage's progress, a chain's
         start or end), so figures read from Chroma can be kept until it moves."""
@@ -175,9 +176,9 @@ class Catalog:
         repo: str,
         files: Iterable[tuple[str, str, int, str]],
         units: list[Unit],
-        symbols: Iterable[tuple] = (),
-        calls: Iterable[tuple] = (),
-        imports: Iterable[tuple] = (),
+        symbols: Iterable[tuple[Any, ...]] = (),
+        calls: Iterable[tuple[Any, ...]] = (),
+        imports: Iterable[tuple[Any, ...]] = (),
         registration: str | None = None,
         blamed: bool = True,
     ) -> None:
@@ -442,7 +443,9 @@ def _insert(table: str, fields: tuple[str, ...]) -> str:
     )
 
 
-def _named(fields: tuple[str, ...], repo: str, rows: Iterable[tuple], *tail: object) -> list[dict]:
+def _named(
+    fields: tuple[str, ...], repo: str, rows: Iterable[tuple[Any, ...]], *tail: object
+) -> list[dict[str, Any]]:
     """Parameter sets for ``_insert``: the repository, each row's values, then ``tail``."""
     return [dict(zip(fields, (repo, *row, *tail), strict=True)) for row in rows]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from coderag.store.catalog import now_iso
 from coderag.store.database import Database, Row, Tx
@@ -90,7 +91,7 @@ def unfinished(db: Database, states: tuple[str, ...]) -> list[Row]:
 
 
 def publish_keywords(
-    db: Database, name: str, registration: str, files: int, units: int, owed: dict
+    db: Database, name: str, registration: str, files: int, units: int, owed: dict[str, Any]
 ) -> bool:
     """Mark the registration's new units searchable (status ready, a new generation) with the
     vectors it still owes per space; False when the repository or registration is gone."""
@@ -149,11 +150,12 @@ def advance(db: Database, name: str, space: str, done: int, total: int) -> None:
     db.write(write)
 
 
-def open_vector_chain(db: Database, name: str, token: str) -> None:
+def open_vector_chain(db: Database, name: str, token: str | None) -> None:
     """At the start of chain ``token``, before it changes any unit: the chain may write only
     the vectors of what it changes when the last chain left the collections matching the
     catalog (marked ``clean``); otherwise (a chain that died, a first index) its embed stage
-    compares every vector with the catalog."""
+    compares every vector with the catalog. A chain without a token (a job queued by an older
+    version) clears the mark: ``'chain:' || NULL`` is NULL."""
 
     def write(conn: Tx) -> None:
         conn.execute(

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 from urllib.parse import quote
 
 import sqlalchemy as sa
@@ -88,13 +88,15 @@ SQLITE_DOWN = ("locked", "busy", "unable to open", "disk i/o")
 _STOP = object()
 
 
-class Row(tuple):
+class Row(tuple[Any, ...]):
     """A result row read by position or by column name, like ``sqlite3.Row``."""
 
     __slots__ = ()
     _index: ClassVar[dict[str, int]] = {}
 
-    def __getitem__(self, key):  # type: ignore[override]
+    # takes a column name as well as tuple's positions and slices (as sqlite3.Row does), which
+    # tuple's overloads cannot say
+    def __getitem__(self, key: int | slice | str) -> Any:  # type: ignore[override]
         """The value at a position, slice or column name."""
         if isinstance(key, str):
             return tuple.__getitem__(self, self._index[key])
@@ -113,7 +115,7 @@ def _row_type(keys: tuple[str, ...]) -> type[Row]:
 class Result:
     """The rows a statement returned (read at once) and how many rows it changed."""
 
-    def __init__(self, cursor: sa.CursorResult) -> None:
+    def __init__(self, cursor: sa.CursorResult[Any]) -> None:
         self.rowcount: int = cursor.rowcount
         self.rows: list[Row] = _rows(cursor) if cursor.returns_rows else []
 
@@ -159,7 +161,7 @@ def statement(sql: str, params: Params) -> sa.TextClause:
     return stmt.bindparams(*(sa.bindparam(k, expanding=True) for k in many)) if many else stmt
 
 
-def _rows(cursor: sa.CursorResult) -> list[Row]:
+def _rows(cursor: sa.CursorResult[Any]) -> list[Row]:
     make = _row_type(tuple(cursor.keys()))
     return [make(r) for r in cursor.fetchall()]
 
@@ -294,7 +296,7 @@ class Database:
             item = self._jobs.get()
             if item is _STOP:
                 break
-            fn, fut = item  # type: ignore[misc]
+            fn, fut = cast("tuple[Callable[[Tx], object], Future[object]]", item)
             if not fut.set_running_or_notify_cancel():
                 continue
             try:

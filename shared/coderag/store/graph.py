@@ -12,7 +12,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from coderag.store.database import Database
+from coderag.store.database import Database, Row
 
 CALLABLE_KINDS = ("function", "method")
 """Symbol kinds a call can resolve to."""
@@ -47,16 +47,16 @@ class Graph:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._named: dict[tuple[str, str], list] = {}
+        self._named: dict[tuple[str, str], list[Row]] = {}
         self._edges: dict[tuple[str, str, str], list[Edge]] = {}
 
-    def _definitions(self, repo: str, names: set[str]) -> dict[str, list]:
+    def _definitions(self, repo: str, names: set[str]) -> dict[str, list[Row]]:
         """Callable definitions of each name (qualified, file, unit_id rows), read in one query
         for the names not read before."""
         todo = sorted(n for n in names if (repo, n) not in self._named)
         for i in range(0, len(todo), NAMES_PER_QUERY):
             part = todo[i : i + NAMES_PER_QUERY]
-            found: dict[str, list] = {n: [] for n in part}
+            found: dict[str, list[Row]] = {n: [] for n in part}
             for r in self.db.read(
                 "SELECT name, qualified, file, unit_id FROM symbols WHERE repo=:repo AND name IN "
                 ":names AND kind IN :kinds AND unit_id IS NOT NULL",
@@ -67,7 +67,7 @@ class Graph:
         return {n: self._named[(repo, n)] for n in names}
 
     @staticmethod
-    def _pick(rows: list, receiver_type: str, file: str) -> list[str]:
+    def _pick(rows: list[Row], receiver_type: str, file: str) -> list[str]:
         """The units a call site resolves to among a name's definitions: those of the
         receiver's type, else those in the caller's file, else all when few enough."""
         if not rows:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
@@ -121,10 +122,12 @@ def _snapshot(conn: Connection) -> None:
         conn.begin()
 
 
-def _batches(conn: Connection, table: sa.Table) -> Iterator[list[dict]]:
+def _batches(conn: Connection, table: sa.Table) -> Iterator[list[dict[str, Any]]]:
     """The source's rows of ``table`` (only the target's columns), ``BATCH`` at a time."""
     names = [c.name for c in table.columns]
-    query = sa.select(*(sa.column(n) for n in names)).select_from(sa.table(table.name))
+    query: sa.Select[*tuple[Any, ...]] = sa.select(*(sa.column(n) for n in names)).select_from(
+        sa.table(table.name)
+    )
     result = conn.execute(query.execution_options(stream_results=True))
     while chunk := result.fetchmany(BATCH):
         yield [dict(zip(names, row, strict=True)) for row in chunk]

@@ -18,7 +18,9 @@ def owner(db: Database, session_id: str, user: str) -> str:
         row = conn.execute(
             'SELECT "user" FROM session_owners WHERE session_id=:session', {"session": session_id}
         ).fetchone()
-        return row[0]
+        assert row is not None  # the insert above, or an earlier one, wrote it
+        found: str = row[0]
+        return found
 
     return db.write(take)
 

@@ -21,4 +21,5 @@ def unit_stats(db: Database, repo: str) -> Row:
 def file_count(db: Database, repo: str) -> int:
     """Distinct indexed files of a repository."""
     rows = db.read("SELECT COUNT(DISTINCT path) AS n FROM files WHERE repo=:repo", {"repo": repo})
-    return rows[0]["n"]
+    n: int = rows[0]["n"]
+    return n

@@ -21,9 +21,9 @@ import shutil
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlparse
 
 from coderag.errors import Unavailable
@@ -106,7 +106,13 @@ def _missing(exc: Exception) -> bool:
     return isinstance(exc, NotFoundError) or "does not exist" in str(exc)
 
 
-def _nearest(col: Any, vector: Sequence[float], n: int) -> list[tuple[str, float]]:
+class Rows(Protocol):
+    """Vectors, one a row, as ``upsert`` takes them: a list of lists or a 2-D numpy array."""
+
+    def __getitem__(self, rows: slice, /) -> Iterable[Iterable[float]]: ...
+
+
+def _nearest(col: Any, vector: Iterable[float], n: int) -> list[tuple[str, float]]:
     """The collection's ``n`` nearest vectors as (id, cosine similarity), best first."""
     res = col.query(query_embeddings=[list(map(float, vector))], n_results=n, include=["distances"])
     return [(i, 1.0 - d) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
@@ -199,7 +205,7 @@ class VectorStore:
         self,
         repo: str,
         ids: Sequence[str],
-        vectors: Sequence[Sequence[float]],
+        vectors: Rows,
         metadatas: Sequence[dict[str, Any]],
         space: str = "vector",
         registration: str | None = None,
@@ -230,7 +236,7 @@ class VectorStore:
             col.delete(ids=list(ids))
 
     def query(
-        self, repo: str, vector: Sequence[float], n: int, space: str = "vector"
+        self, repo: str, vector: Iterable[float], n: int, space: str = "vector"
     ) -> list[tuple[str, float]]:
         """Nearest units as (id, cosine similarity), best first (fewer when the collection holds
         fewer than ``n``)."""

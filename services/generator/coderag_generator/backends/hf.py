@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from coderag.errors import ConfigError, Unavailable
 from coderag.settings import Settings
@@ -163,8 +163,12 @@ class HFBackend:
 
     def render(self, messages: list[dict[str, str]]) -> Prompt:
         """Apply the tokenizer's chat template; the count is of the very ids generation uses."""
-        text = self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=False
+        # tokenize=False answers the text, one of the many types transformers annotates
+        text = cast(
+            str,
+            self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False
+            ),
         )
         return Prompt(messages=messages, text=text, tokens=len(self._ids(messages)))
 

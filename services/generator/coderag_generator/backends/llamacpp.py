@@ -139,7 +139,8 @@ class LlamaCppBackend:
 
     def render(self, messages: list[dict[str, str]]) -> Prompt:
         """Apply the GGUF's chat template."""
-        rendered = self.formatter(messages=messages)
+        # plain role/content dicts: what llama_cpp's message TypedDicts describe
+        rendered = self.formatter(messages=messages)  # type: ignore[arg-type]
         tokens = len(self.llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=True, special=True))
         stop = rendered.stop
         stop = [stop] if isinstance(stop, str) else list(stop or [])
@@ -166,6 +167,7 @@ class LlamaCppBackend:
                 stop=prompt.stop,
                 grammar=grammar,
             ):
-                text = chunk["choices"][0]["text"]
+                # stream=True yields chunks; the annotation also allows the whole response
+                text = chunk["choices"][0]["text"]  # type: ignore[index]
                 if text:
                     yield text
