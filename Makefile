@@ -86,15 +86,16 @@ frontend-test: install browser $(OPEN_WEBUI_STAMP)
 screenshots: install browser
 	CODERAG_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q tests/test_web.py
 
-# part of `make test`: lint and formatting fail the build like a test
+# part of `make test`: lint, formatting, types (mypy, [tool.mypy]) and the layers' import
+# contracts ([tool.importlinter], issue 32) fail the build like a test; import-linter reads this
+# tree's packages, not whichever tree the venv's editable install names
+SOURCES := shared:services/parser:services/embedder:services/retriever:services/generator:app:training:.
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	PYTHONPATH=$(SOURCES) $(VENV)/bin/lint-imports
-# types (mypy, [tool.mypy]) and the layers' import contracts ([tool.importlinter]), issue 32;
-# import-linter reads this tree's packages, not whichever tree the venv's editable install names
-SOURCES := shared:services/parser:services/embedder:services/retriever:services/generator:app:training:.
 
 bench: install
 	$(PY) bench/fetch.py
