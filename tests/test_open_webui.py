@@ -20,34 +20,34 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-import git
 import httpx
 import pytest
 
-from tests.conftest import FIXTURES, commit_all
 from tests.liveserver import ROOT, free_port, live_server, wait_complete
+from tests.test_llm_client import (
+    ADMIN,
+    READER,
+    TOKENS,
+    lines_of,
+    small_repo,  # noqa: F401  (the same repository, as a fixture)
+)
+from tests.test_web import SHOTS
 
 VENV = Path(os.environ.get("CODERAG_OPEN_WEBUI_VENV") or ROOT / ".cache" / "open-webui-venv")
 OPEN_WEBUI = (VENV if VENV.is_absolute() else ROOT / VENV) / "bin" / "open-webui"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-ADMIN, READER = "admin-token", "reader-token"
-TOKENS = f"ada:{ADMIN}:admin,bob:{READER}:reader"
 # no apostrophes: Open WebUI's editor types them as typographic quotes
 QUESTION = "How does ProcessOrder validate the user id of a request?"
 FOLLOW_UP = "What does it return when the user id is 0?"
 CITE = re.compile(r"^([^\s:]+):(\d+)-(\d+)$")
 """A ``path:start-end`` citation, as Open WebUI renders our markdown's code spans."""
-SHOTS = Path(
-    os.environ.get("CODERAG_SCREENSHOTS") or Path(tempfile.gettempdir()) / "coderag-screenshots"
-)
 
 pytestmark = [
     pytest.mark.slow,
@@ -62,18 +62,6 @@ pytestmark = [
         reason="chromium and chromedriver are not installed (make browser installs them)",
     ),
 ]
-
-
-@pytest.fixture
-def small_repo(tmp_path: Path) -> Path:
-    """The Go order service the questions are about, beside JavaScript and Python code."""
-    root = tmp_path / "orders"
-    for lang in ("go", "javascript", "python"):
-        (root / "src" / lang).mkdir(parents=True)
-        for src in (FIXTURES / lang).glob("sample.*"):
-            (root / "src" / lang / src.name).write_bytes(src.read_bytes())
-    commit_all(git.Repo.init(root), "initial")
-    return root
 
 
 @contextmanager
@@ -229,14 +217,6 @@ def browser() -> Iterator:
     driver.quit()
 
 
-def lines_of(text: str, start: str, end: str) -> tuple[int, int]:
-    """The 1-based lines from the first line containing ``start`` to the next equal to ``end``."""
-    lines = text.splitlines()
-    first = next(i for i, line in enumerate(lines) if start in line)
-    last = next(i for i in range(first, len(lines)) if lines[i] == end)
-    return first + 1, last + 1
-
-
 def ask(driver, text: str, answers: int) -> tuple[str, list[str]]:
     """Send ``text`` in Open WebUI's message box; wait for answer number ``answers`` to list its
     sources; its text and the ``path:start-end`` citations rendered under **Sources**."""
@@ -258,7 +238,11 @@ def ask(driver, text: str, answers: int) -> tuple[str, list[str]]:
 
 
 def test_open_webui_chat(
-    browser, small_repo: Path, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    browser,
+    small_repo: Path,  # noqa: F811  (the fixture imported above)
+    data_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
 ) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
