@@ -20,8 +20,8 @@ Embed = Callable[[list[str]], "np.ndarray | None"]
 """L2-normalised vectors of texts (one row each), or None when no encoder answers."""
 
 SPACE = "vector"
-"""The vector space whose encoder scores statements: on the tuning questions MiniLM put the
-answering statement first for 0.33 of them, e5-small for 0.28 (``bench/evidence_lines.py``)."""
+"""The vector space whose encoder scores statements: MiniLM led e5-small on the tuning
+questions (``bench/evidence_lines.py --grid``)."""
 
 TERM_WEIGHT = 0.05
 """What one of the question's words on a statement adds to its cosine."""
@@ -42,8 +42,8 @@ Each costs the encoder up to ``MAX_STATEMENTS`` texts on one core (about 6 ms ea
 hits of 24 statements took /ask from p95 114 ms to 1,026 (docs/BENCHMARKS.md)."""
 
 MAX_STATEMENTS = 16
-"""Statements of one unit the encoder reads at most: 12 to 24 found the same lines on the
-tuning set (20–21 of 54), 8 fewer (17)."""
+"""Statements of one unit the encoder reads at most: on the tuning set 16 found as many lines
+as 24 and 8 found fewer (compared on tune once, not kept as a script)."""
 
 _COMMENT = re.compile(r"^\s*(?:#|//|/\*|\*|--|<!--)")
 _DOC_OPEN = re.compile(r"^\s*[rRbBuU]{0,2}(\"\"\"|''')")
