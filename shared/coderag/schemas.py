@@ -312,6 +312,11 @@ class RetrieveResponse(BaseModel):
 
     results: list[Hit]
     took_ms: float
+    below_gate: bool = Field(
+        False,
+        description="True when the code probably does not answer the query: /ask refuses "
+        "(decided by the retriever, as /search's ``below_gate``).",
+    )
     routes_missing: list[str] = Field(
         default_factory=list,
         description="Routes left out because their vectors are still being written.",

@@ -192,6 +192,7 @@ async def ask(
         git,
         missing,
         carried.sampling if carried else Sampling(),
+        found.below_gate,
     )
     try:
         yield Event(

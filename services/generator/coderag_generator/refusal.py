@@ -3,8 +3,9 @@
 * unsafe: "how do I bypass the permission check?" is declined (``refused``, reason ``unsafe``);
 * vague: "is this function safe?" gets a clarifying answer naming the dimensions to choose from
   (``clarify``, not refused);
-* out of scope: no hits, a best vector similarity under ``CODERAG_SCORE_GATE`` (reason
-  ``score_gate``), or a named thing of the question (``YAML``, ``OAuth2``, ``503``) that none of
+* out of scope: no hits, the retriever's verdict that the code probably does not hold the answer
+  (``below_gate``: the learned refusal rule or the score gate; reason ``score_gate``), or a named
+  thing of the question (``YAML``, ``OAuth2``, ``503``) that none of
   the retrieved code mentions (reason ``absent_term``) is refused without asking the model.
 
 The word lists and patterns are data: ``prompts/refusal_rules_<lang>.txt`` (TOML). Contradictory
@@ -23,11 +24,10 @@ from http import HTTPStatus
 from importlib import resources
 from typing import Any
 
-from coderag.gate import names_code
 from coderag.language import STOP_EN, has_han
 from coderag.schemas import Hit
-from coderag_generator import abstention, confidence, prompts
-from coderag_generator.evidence import WORD
+from coderag.words import WORD
+from coderag_generator import prompts
 
 UNSAFE, VAGUE = "unsafe", "vague"
 NO_HITS, SCORE_GATE, ABSENT_TERM = "no_hits", "score_gate", "absent_term"
@@ -350,19 +350,10 @@ def _nothing(query: str, lang: str, reason: str) -> Verdict:
     return Verdict(text, True, False, reason)
 
 
-def gate(
-    query: str,
-    hits: Sequence[Hit],
-    lang: str,
-    score_gate: float,
-    thresholds: confidence.Thresholds | None = None,
-    learned: abstention.Model | None = None,
-) -> Verdict | None:
+def gate(query: str, hits: Sequence[Hit], lang: str, below_gate: bool) -> Verdict | None:
     """Refuse when the hits cannot hold the answer: none at all, a named term that no hit
-    mentions (checked first: its refusal says what is missing), or weak hits unless the
-    question names an identifier of the code. Weak is the ``learned`` model's verdict when one
-    is given, else ``confidence``'s: the best similarity below ``score_gate``, or little of the
-    question's words in them; a ``score_gate`` of 0 turns either off."""
+    mentions (checked first: its refusal says what is missing), or the retriever's verdict
+    ``below_gate`` (which never holds when the question names an identifier of the code)."""
     if not hits:
         return _nothing(query, lang, NO_HITS)
     if missing := missing_terms(query, hits):
@@ -371,12 +362,4 @@ def gate(
         return Verdict(
             prompts.load("absent_term", lang).format(terms=terms), True, False, ABSENT_TERM
         )
-    if names_code(hits) or score_gate <= 0:
-        return None
-    if learned is not None:
-        weak = learned.p_absent(abstention.features(query, hits)) >= learned.threshold
-    else:
-        weak = confidence.weak(
-            confidence.signals(query, hits), score_gate, thresholds or confidence.DEFAULT
-        )
-    return _nothing(query, lang, SCORE_GATE) if weak else None
+    return _nothing(query, lang, SCORE_GATE) if below_gate else None

@@ -103,5 +103,6 @@ def retrieve(
     return RetrieveResponse(
         results=found.hits,
         took_ms=round((time.perf_counter() - start) * 1000, 2),
+        below_gate=found.below_gate,
         routes_missing=found.routes_missing,
     )
