@@ -226,6 +226,12 @@ class Settings(BaseSettings):
         "Chinese words of a question that `vocab_zh.tsv` lacks, and add their English glosses "
         "(docs/BENCHMARKS.md: zh R@5 0.71 -> 0.77 on the test split).",
     )
+    zh_repo_words: bool = Field(
+        False,
+        description="With the dictionary, give a Chinese word the English words of any of its "
+        "senses that the repository's code uses (at most four), its usual glosses only where the "
+        "code uses none (issue 31, lever 3).",
+    )
     rrf_k: int = Field(
         20,
         gt=0,

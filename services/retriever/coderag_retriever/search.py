@@ -155,8 +155,14 @@ def gather(
     index = get_index_cache().get(catalog, repo)
     if not len(index):
         return None
+    known = index.postings.terms.__contains__ if settings.zh_repo_words else None
     query = Query(
-        repo, text, vocab=settings.zh_vocab, dictionary=settings.zh_dictionary, embedder=embedder
+        repo,
+        text,
+        vocab=settings.zh_vocab,
+        dictionary=settings.zh_dictionary,
+        embedder=embedder,
+        known=known,
     )
     weights = settings.weights()
 
@@ -181,6 +187,7 @@ def gather(
                 vocab=settings.zh_vocab,
                 dictionary=settings.zh_dictionary,
                 embedder=embedder,
+                known=known,
             )
             for name in REWRITE_ROUTES:
                 if weights.get(name, 0.0) > 0:
