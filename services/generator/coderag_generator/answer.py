@@ -90,16 +90,28 @@ def answer_events(
     missing: Sequence[str] = (),
     sampling: Sampling = Sampling(),
     below_gate: bool = False,
+    looked_for: Sequence[str] = (),
 ) -> Generator[Event]:
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
     turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
     given for who/when questions, answers them from the repository's history instead;
     ``missing``, the routes left out while their vectors are written, is said in the answer;
     ``sampling`` carries a caller's instruction, temperature and length for a model;
-    ``below_gate`` is the retriever's verdict that the code probably does not hold the answer."""
+    ``below_gate`` is the retriever's verdict that the code probably does not hold the answer,
+    ``looked_for`` the words it searched by (what a refusal says it looked for)."""
     lang = language(query)
     events = _events(
-        query, hits, backend, settings, file_lines, history, git, missing, sampling, below_gate
+        query,
+        hits,
+        backend,
+        settings,
+        file_lines,
+        history,
+        git,
+        missing,
+        sampling,
+        below_gate,
+        looked_for,
     )
     for event in events:
         if event.name == "done" and missing:
@@ -120,6 +132,7 @@ def _events(
     missing: Sequence[str],
     sampling: Sampling,
     below_gate: bool,
+    looked_for: Sequence[str],
 ) -> Iterator[Event]:
     lang = language(query)
     # a who/when question is gated on what it asks about, not on "who changed it last month"
@@ -133,7 +146,9 @@ def _events(
         if cited.valid:
             yield _done(cited.text, cited.valid, False, 0, 0, backend.name, reason=PREMISE)
             return
-    verdict = verdict or refusal.gate(about, hits, lang, below_gate)
+    # a who/when question's words differ from what was searched (its subject): say its own
+    searched = looked_for if git is None else ()
+    verdict = verdict or refusal.gate(about, hits, lang, below_gate, searched)
     if verdict is not None:  # decided by rules: the model is never asked
         yield _done(
             verdict.answer,

@@ -193,6 +193,7 @@ async def ask(
         missing,
         carried.sampling if carried else Sampling(),
         found.below_gate,
+        found.looked_for,
     )
     try:
         yield Event(

@@ -105,4 +105,5 @@ def retrieve(
         took_ms=round((time.perf_counter() - start) * 1000, 2),
         below_gate=found.below_gate,
         routes_missing=found.routes_missing,
+        looked_for=found.looked_for,
     )

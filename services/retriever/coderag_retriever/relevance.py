@@ -24,9 +24,10 @@ from pathlib import Path
 from coderag import gate as cosine
 from coderag import words
 from coderag.gate import best_similarity, names_code
-from coderag.language import has_han
+from coderag.language import STOP_EN, has_han
 from coderag.schemas import Hit
 from coderag.settings import Settings
+from coderag_retriever.text import zh_terms, zh_words
 
 MODEL_FILE = Path(__file__).with_name("refusal.json")
 """The shipped model (features, standardisation, weights, threshold, what it was fitted on)."""
@@ -64,6 +65,9 @@ class Model:
     weights: tuple[float, ...]
     bias: float
     threshold: float
+    zh_words: bool = False
+    """Whether ``support`` counts a Chinese question's English words as its own (see
+    ``english``): the model is applied as it was fitted."""
 
     def p_absent(self, values: dict[str, float]) -> float:
         """Probability that the code does not hold the answer."""
@@ -73,9 +77,31 @@ class Model:
         return 1.0 / (1.0 + math.exp(-z))
 
 
-def features(query: str, hits: Sequence[Hit]) -> dict[str, float]:
-    """The model's inputs for a question and its ranked hits (with code and doc)."""
-    wanted = words.terms(query)
+def english(query: str, settings: Settings) -> list[str]:
+    """The English words the search gives a Chinese question (none for other questions): what
+    its Chinese asks for in the code's words, so ``support`` can read a Chinese question as
+    words, not as whole phrases no code contains."""
+    return zh_terms(query, settings.zh_vocab, settings.zh_dictionary) if has_han(query) else []
+
+
+def looked_for(query: str, settings: Settings) -> list[str]:
+    """What the search looked for, to tell a user whose question was refused: the question's
+    content words, and each Chinese word with the English it was searched by (``订单 (order)``),
+    never a whole Chinese phrase no code could contain."""
+    latin = [w for w in words.WORD.findall(query) if w.lower() not in STOP_EN]
+    if not has_han(query):
+        return list(dict.fromkeys(latin))
+    chinese = [
+        f"{zh} ({', '.join(english)})"
+        for zh, english in zh_words(query, settings.zh_vocab, settings.zh_dictionary)
+    ]
+    return list(dict.fromkeys([*chinese, *latin]))
+
+
+def features(query: str, hits: Sequence[Hit], extra: Sequence[str] = ()) -> dict[str, float]:
+    """The model's inputs for a question and its ranked hits (with code and doc); ``extra``
+    words count as the question's own (``english``)."""
+    wanted = words.terms(query, extra)
     conf = [float(h.confidence or 0.0) for h in hits]
     sims = [float(h.similarity or 0.0) for h in hits[:10]]
     routes = hits[0].routes if hits else {}
@@ -111,6 +137,7 @@ def _load(path: str) -> Model | None:
         weights=tuple(raw["weights"]),
         bias=float(raw["bias"]),
         threshold=float(raw["threshold"]),
+        zh_words=bool(raw.get("zh_words", False)),
     )
 
 
@@ -143,4 +170,5 @@ def below_gate(query: str, hits: Sequence[Hit], settings: Settings, lexical: boo
     gate = settings.gate() if learned is not None or not lexical else 0.0
     if learned is None or gate <= 0:
         return cosine.below_gate(hits, gate)
-    return learned.p_absent(features(query, hits)) >= learned.threshold
+    extra = english(query, settings) if learned.zh_words else []
+    return learned.p_absent(features(query, hits, extra)) >= learned.threshold

@@ -38,6 +38,7 @@ class Retrieval:
     below_gate: bool
     routes_ready: list[str]
     routes_missing: list[str]
+    looked_for: list[str]
 
 
 def retrieve(
@@ -71,7 +72,7 @@ def retrieve(
         embed = focus_embedder(embedder or query_embedder(settings))
         asked = Query(repo, query, settings.zh_vocab, settings.zh_dictionary)
         hits = focus.with_focus(asked, hits, embed)
-    return Retrieval(hits, below, ready, missing)
+    return Retrieval(hits, below, ready, missing, relevance.looked_for(query, settings))
 
 
 def to_hit(r: Ranked, with_code: bool = False) -> Hit:

@@ -225,21 +225,29 @@ def zh_vocabulary() -> dict[str, tuple[str, ...]]:
 def zh_terms(
     text: str, hand: bool = True, dictionary: bool = False, known: Known | None = None
 ) -> list[str]:
-    """English words for the Chinese in ``text``: by longest match against the hand vocabulary
-    (``hand``), then, where it matched nothing, against CC-CEDICT (``dictionary``). With
-    ``known`` (whether a token is in the repository's code), a dictionary word's English is
-    the candidates, over all its senses, that the repository's code uses, at most
-    ``cedict.MAX_WORDS``; its usual glosses where the code uses none."""
+    """English words for the Chinese in ``text``, in order (``zh_words``, flattened)."""
+    return [w for _, english in zh_words(text, hand, dictionary, known) for w in english]
+
+
+def zh_words(
+    text: str, hand: bool = True, dictionary: bool = False, known: Known | None = None
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The Chinese words of ``text`` with their English, in order: by longest match against the
+    hand vocabulary (``hand``), then, where it matched nothing, against CC-CEDICT
+    (``dictionary``); characters neither covers are left out. With ``known`` (whether a token
+    is in the repository's code), a dictionary word's English is the candidates, over all its
+    senses, that the repository's code uses, at most ``cedict.MAX_WORDS``; its usual glosses
+    where the code uses none."""
     vocab = zh_vocabulary() if hand else {}
     longest = max(map(len, vocab), default=1)
-    out: list[str] = []
+    out: list[tuple[str, tuple[str, ...]]] = []
     for run in HAN_RUN.findall(text):
         i, rest = 0, ""
         while i < len(run):
             for size in range(min(longest, len(run) - i), 0, -1):
                 piece = run[i : i + size]
                 if piece in vocab:
-                    out += _glossed(rest, dictionary, known) + list(vocab[piece])
+                    out += [*_glossed(rest, dictionary, known), (piece, vocab[piece])]
                     i, rest = i + size, ""
                     break
             else:
@@ -249,16 +257,14 @@ def zh_terms(
     return out
 
 
-def _glossed(rest: str, dictionary: bool, known: Known | None) -> list[str]:
+def _glossed(rest: str, dictionary: bool, known: Known | None) -> list[tuple[str, tuple[str, ...]]]:
     if not (dictionary and rest):
         return []
-    if known is None:
-        return cedict.gloss(rest, STOP_WORDS, frozenset(ZH_STOP))
     usual, every = cedict.entries(STOP_WORDS), cedict.candidates(STOP_WORDS)
-    out: list[str] = []
+    out = []
     for word in cedict.words_of(rest, STOP_WORDS, frozenset(ZH_STOP)):
-        own = [w for w in every.get(word, ()) if any(map(known, code_tokens(w)))]
-        out += own[: cedict.MAX_WORDS] or list(usual[word])
+        own = [w for w in every.get(word, ()) if any(map(known, code_tokens(w)))] if known else []
+        out.append((word, tuple(own[: cedict.MAX_WORDS]) or usual[word]))
     return out
 
 
