@@ -226,6 +226,12 @@ class Settings(BaseSettings):
         "Chinese words of a question that `vocab_zh.tsv` lacks, and add their English glosses "
         "(docs/BENCHMARKS.md: zh R@5 0.71 -> 0.77 on the test split).",
     )
+    wrapper_callee: bool = Field(
+        False,
+        description="Put first the callee of a first hit that is a thin wrapper (a function of "
+        "at most two statements calling one of the first ten hits) when the question does not "
+        "name the wrapper (issue 31, lever 4).",
+    )
     zh_repo_words: bool = Field(
         False,
         description="With the dictionary, give a Chinese word the English words of any of its "
