@@ -63,6 +63,7 @@ def cmd_overfit(args: argparse.Namespace) -> int:
     data = enc.examples(split_questions("tune"))
     few = rng.sample(data, min(args.questions, len(data)))
     model = enc.load()
+    model.model.to(args.device)
     record = enc.train(model, few, steps=args.steps, lr=args.lr, batch_size=16, every=10**9)
     print(json.dumps({k: record[k] for k in ("loss_first", "loss_last", "chance_loss")}))
     return 0
@@ -75,6 +76,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     mined = enc.examples(split_questions("mined")) if args.mined else []
     weights = {e.corpus: args.written_weight for e in written}
     model = enc.load(rank=args.rank)
+    model.model.to(args.device)
     record = enc.train(
         model,
         written + mined,
@@ -97,6 +99,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "mined_questions": len(mined),
         **record,
     }
+    model.model.to("cpu")  # merged and saved for the CPU that serves it
     target = enc.save(model, run, card)
     print(
         json.dumps(
@@ -117,6 +120,7 @@ def main() -> int:
     o.add_argument("--questions", type=int, default=200)
     o.add_argument("--steps", type=int, default=60)
     o.add_argument("--lr", type=float, default=2e-3)
+    o.add_argument("--device", default="cpu", help="cpu, or cuda on a lent GPU")
     t = sub.add_parser("train", help="train adapters, keep the best tune2 step, merge, save")
     t.add_argument("--name", required=True)
     t.add_argument("--steps", type=int, default=300)
@@ -129,6 +133,7 @@ def main() -> int:
     t.add_argument("--every", type=int, default=50)
     t.add_argument("--written-weight", type=float, default=8.0)
     t.add_argument("--no-mined", dest="mined", action="store_false")
+    t.add_argument("--device", default="cpu", help="cpu, or cuda on a lent GPU")
     args = ap.parse_args()
     return {"overfit": cmd_overfit, "train": cmd_train}[args.cmd](args)
 

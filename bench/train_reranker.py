@@ -99,6 +99,7 @@ def cmd_overfit(args: argparse.Namespace) -> int:
         log_every=5,
         threads=args.threads,
         head_lr=args.head_lr,
+        device=args.device,
     )
     # the same 25 groups every step: fixed negatives, so the loss can reach zero
     fixed = [(q, rr.group(q, 0.5, random.Random(i))) for i, q in enumerate(few)]
@@ -137,6 +138,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         threads=args.threads,
         head_lr=args.head_lr,
+        device=args.device,
     )
     t = time.time()
     base = evaluator()(reader) if args.eval_start else {}
@@ -319,6 +321,7 @@ def main() -> int:
     o.add_argument("--lr", type=float, default=1e-4)
     o.add_argument("--threads", type=int, default=2)
     o.add_argument("--head-lr", type=float, default=3e-3)
+    o.add_argument("--device", default="cpu", help="cpu, or cuda on a lent GPU")
     t = sub.add_parser("train")
     t.add_argument("--name", required=True)
     t.add_argument("--lr", type=float, default=5e-5)
@@ -331,6 +334,7 @@ def main() -> int:
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--head-lr", type=float, default=2e-3)
     t.add_argument("--eval-start", action="store_true", help="evaluate the fresh model first")
+    t.add_argument("--device", default="cpu", help="cpu, or cuda on a lent GPU")
     e = sub.add_parser("evaluate")
     e.add_argument("--name", required=True)
     e.add_argument("--top", type=int, default=10, help="the top reported on the frozen splits")

@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 
 from coderag.embedding import reader_text
 from coderag.settings import get_settings
@@ -58,6 +59,7 @@ def _questions() -> list[rr.Question]:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A two-layer cross-encoder overfitted on three fixed groups and exported as a run is."""
+    torch.manual_seed(0)  # the new head's initial weights: the same run every time
     reader = rerank.fresh(max_tokens=64, layers=2)
     for name, p in reader.model.named_parameters():
         p.requires_grad_(not name.startswith("bert.embeddings."))

@@ -112,7 +112,7 @@ class Model:
         """L2-normalised mean-pooled rows (gradients flow when the model is in train mode)."""
         batch = self.tokenizer(
             texts, padding=True, truncation=True, max_length=max_tokens, return_tensors="pt"
-        )
+        ).to(next(self.model.parameters()).device)
         return pool(self.model(**batch).last_hidden_state, batch["attention_mask"], "mean")
 
 
@@ -153,10 +153,12 @@ def info_nce(
     logits = q @ p.T / temp
     golds = [{unit_key(e.corpus, g) for g in e.golds} for e in batch]
     mask = torch.tensor(
-        [[keys[j] in golds[i] and j != i for j in range(len(keys))] for i in range(len(batch))]
+        [[keys[j] in golds[i] and j != i for j in range(len(keys))] for i in range(len(batch))],
+        device=logits.device,
     )
     logits = logits.masked_fill(mask, float("-inf"))
-    return torch.nn.functional.cross_entropy(logits, torch.arange(len(batch)))
+    target = torch.arange(len(batch), device=logits.device)
+    return torch.nn.functional.cross_entropy(logits, target)
 
 
 def list_ranks(model: Model, questions: Sequence[Question]) -> list[int | None]:

@@ -144,6 +144,8 @@ class Run:
     head_lr: float = 1e-3
     seed: int = 0
     threads: int = 2
+    device: str = "cpu"
+    """Where the model trains: ``cpu`` or ``cuda`` (a lent GPU runs the same recipe)."""
 
 
 @dataclass
@@ -172,6 +174,7 @@ def train(
 
     torch.manual_seed(run.seed)
     torch.set_num_threads(run.threads)
+    reader.model.to(run.device)
     rng = random.Random(run.seed)
     log = log or Log()
     params = [p for p in reader.model.parameters() if p.requires_grad]
@@ -206,7 +209,7 @@ def train(
     reader.model.train()
     for step in range(run.steps):
         share = run.hard_start + (run.hard_end - run.hard_start) * step / max(1, run.steps - 1)
-        loss_sum = torch.zeros(())
+        loss_sum = torch.zeros((), device=run.device)
         n = 0
         while n < run.groups_per_step:
             i = rng.choices(pool, probs)[0] if probs else rng.choice(pool)
@@ -215,7 +218,7 @@ def train(
                 continue
             logits = reader.logits(questions[i].reader_query, [unit_text(c) for c in g])
             loss_sum = loss_sum + torch.nn.functional.cross_entropy(
-                logits[None, :], torch.zeros(1, dtype=torch.long)
+                logits[None, :], torch.zeros(1, dtype=torch.long, device=logits.device)
             )
             n += 1
         loss = loss_sum / n

@@ -60,8 +60,10 @@ class Reader:
         )
 
     def logits(self, query: str, texts: Sequence[str]) -> Any:
-        """One logit per text, as a tensor (with gradients while the model trains)."""
-        out = self.model(**self.encode(query, texts))
+        """One logit per text, as a tensor on the model's device (with gradients while the model
+        trains)."""
+        device = next(self.model.parameters()).device
+        out = self.model(**self.encode(query, texts).to(device))
         return out.logits[:, 0] if hasattr(out, "logits") else out
 
     def scores(self, query: str, texts: Sequence[str]) -> list[float]:
