@@ -4,7 +4,7 @@ it, and the state the chain keeps on the repository row (its SQL is ``coderag.st
 - **The stage context** (``run``): the repository must still be the one the job was queued for,
   the chain must hold the lease (the first stage takes it), the lease is renewed while the stage
   works, a failure is recorded and re-raised, and the stage queues the next job. A stage that
-  must not run answers ``{"repo", "skipped": reason}``.
+  must not run answers ``Skipped(repo, skipped=reason)``.
 - **The lease**: one chain per repository at a time. A worker killed with ``kill -9`` stops
   renewing, its lease runs out, and ``coderag.queue.heal`` starts the chain again. A reindex
   asked for while a chain runs sets ``pending`` and returns: the chain runs once more when it
@@ -27,11 +27,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from coderag import routes
 from coderag.errors import NotFound
-from coderag.jobs import Job
+from coderag.jobs import ChainJob, Job, Result, Skipped
 from coderag.queue import enqueue
 from coderag.settings import Settings, get_settings
 from coderag.store import Catalog, chain_rows, get_catalog, refs
@@ -51,6 +51,9 @@ keyword stage is published."""
 
 WRITE_EVERY_S = 1.0
 """Least interval between progress writes to the catalog."""
+
+R = TypeVar("R", bound=Result)
+"""What a stage's work returns."""
 
 
 class Skip(Exception):
@@ -88,32 +91,32 @@ def _begin(job: Job, first: bool) -> Stage:
     Skip when the stage must not run."""
     catalog, settings = get_catalog(), get_settings()
     registration = catalog.registration(job.repo)
-    if getattr(job, "registration", None) not in (None, registration):
+    if job.registration not in (None, registration):
         raise Skip("deleted")  # the name was registered again: leave that repository be
     if first:
         token = start_chain(catalog, job.repo, settings.job_lease_s)
         if token is None:
             raise Skip("running")  # it runs once more when that chain ends
     else:
-        token = getattr(job, "lease", None)
+        token = job.lease if isinstance(job, ChainJob) else None
         if not continue_chain(catalog, job.repo, token, settings.job_lease_s):
             raise Skip("superseded")
     return Stage(catalog, settings, job.repo, registration, token)
 
 
-def _deleted(job: Job, registration: str | None, on_deleted: Cleanup | None) -> dict[str, Any]:
+def _deleted(job: Job, registration: str | None, on_deleted: Cleanup | None) -> Skipped:
     if on_deleted is not None:
         on_deleted(registration)
-    return {"repo": job.repo, "skipped": "deleted"}
+    return Skipped(repo=job.repo, skipped="deleted")
 
 
 def run(
     job: Job,
-    work: Callable[[Stage], dict[str, Any]],
+    work: Callable[[Stage], R],
     *,
     first: bool = False,
     on_deleted: Cleanup | None = None,
-) -> dict[str, Any]:
+) -> R | Skipped:
     """Run ``work`` as a stage of ``job``'s chain (``first``: start the chain). A repository
     deleted before or while it works (NotFound) skips it, after ``on_deleted`` with the
     registration known then; any other failure of ``work`` is recorded on the repository (an
@@ -121,13 +124,13 @@ def run(
     try:
         stage = _begin(job, first)
     except Skip as skip:
-        return {"repo": job.repo, "skipped": skip.reason}
+        return Skipped(repo=job.repo, skipped=skip.reason)
     except NotFound:
-        return _deleted(job, getattr(job, "registration", None), on_deleted)
+        return _deleted(job, job.registration, on_deleted)
     try:
         return work(stage)
     except Skip as skip:
-        return {"repo": job.repo, "skipped": skip.reason}
+        return Skipped(repo=job.repo, skipped=skip.reason)
     except NotFound:
         return _deleted(job, stage.registration, on_deleted)
     except Exception as exc:

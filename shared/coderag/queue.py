@@ -27,7 +27,7 @@ from typing import Any, cast
 from redis.exceptions import RedisError
 
 from coderag.errors import Unavailable
-from coderag.jobs import IndexRepo, Job, handler, job_type
+from coderag.jobs import IndexRepo, Job, Result, handler, job_type
 from coderag.settings import Settings, get_settings
 from coderag.store import Catalog, chain_rows, refs
 from coderag.store.database import Database
@@ -53,18 +53,17 @@ PERFORM = "coderag.queue.perform"
 
 
 def perform(name: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Run a job by name (what an rq worker calls): check the payload against its model, then
-    call the handler this process registered."""
-    job = job_type(name).model_validate(payload)
-    return handler(name)(job.model_dump(mode="json"))
+    """Run a job by name (what an rq worker calls): the payload read into its model, the handler
+    this process registered run on it, and its result turned back into JSON for rq to keep."""
+    return handler(name)(job_type(name).from_queue(payload)).model_dump(mode="json")
 
 
-def run_now(job: Job) -> dict[str, Any]:
+def run_now(job: Job) -> Result:
     """Run a job on this thread; jobs it enqueues run inline too."""
     previous = getattr(_local, "inline", False)
     _local.inline = True
     try:
-        return handler(job.job)(job.model_dump(mode="json"))
+        return handler(job.job)(job)
     finally:
         _local.inline = previous
 
@@ -84,7 +83,7 @@ class _Lane:
         while True:
             job = self.jobs.get()
             try:
-                handler(job.job)(job.model_dump(mode="json"))
+                handler(job.job)(job)
                 OUTCOMES["done"] += 1
             except Exception:
                 OUTCOMES["failed"] += 1

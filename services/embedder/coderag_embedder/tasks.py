@@ -9,7 +9,7 @@ import numpy as np
 from coderag import chain
 from coderag.chain import Stage
 from coderag.errors import NotFound
-from coderag.jobs import EmbedFiles, RefreshRepo, handles
+from coderag.jobs import Embedded, EmbedFiles, RefreshRepo, Skipped, handles
 from coderag.store import chain_rows, get_catalog, get_vectors
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_embedder import cache
@@ -24,7 +24,7 @@ soon as they land, and memory stays flat."""
 
 
 @handles(EmbedFiles)
-def embed_files(job: EmbedFiles) -> dict[str, Any]:
+def embed_files(job: EmbedFiles) -> Embedded | Skipped:
     """Embed the units of ``files`` and delete ``stale_ids``, then repair the collection against
     the catalog (a vector for every unit, encoding the unit's current content, nothing else);
     then refresh the retriever."""
@@ -38,21 +38,14 @@ def _drop(job: EmbedFiles, registration: str | None) -> None:
     get_vectors().drop(job.repo, registration=registration)
 
 
-def _embed_stage(stage: Stage, job: EmbedFiles) -> dict[str, Any]:
+def _embed_stage(stage: Stage, job: EmbedFiles) -> Embedded:
     name, reg = stage.repo, stage.registration
     with stage.renewing():
         written, encoded = _embed_repo(name, reg, job)
     if stage.catalog.registration(name) != reg:
         raise NotFound(f"repository {name!r} was registered again")
-    out = {
-        **job.model_dump(mode="json"),
-        "registration": reg,
-        "vectors": written,
-        "encoded": encoded,
-        "cached": written - encoded,
-    }
-    stage.next(RefreshRepo(**out))
-    return out
+    stage.next(RefreshRepo(repo=name, registration=reg, lease=job.lease, commit=job.commit))
+    return Embedded(repo=name, vectors=written, encoded=encoded, cached=written - encoded)
 
 
 def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""Parser jobs (JSON in, JSON out): find what changed, parse it, hand units to the embedder.
+"""Parser jobs: find what changed, parse it, hand units to the embedder.
 
 What changed comes from git when the repository was indexed at a known commit (the diff from that
 commit to HEAD with renames, plus files dirty now or dirty at the last index), else from a walk of
@@ -18,7 +18,7 @@ from typing import Any
 from coderag import chain
 from coderag.chain import Stage
 from coderag.errors import Forbidden, InvalidInput, NotFound
-from coderag.jobs import EmbedFiles, IndexRepo, handles
+from coderag.jobs import EmbedFiles, IndexRepo, Parsed, Skipped, handles
 from coderag.schemas import RepoOut, Unit
 from coderag.settings import Settings
 from coderag.store import Catalog, chain_rows, refs
@@ -59,12 +59,12 @@ def _candidates(
 
 
 @handles(IndexRepo)
-def index_repo(job: IndexRepo) -> dict[str, Any]:
+def index_repo(job: IndexRepo) -> Parsed | Skipped:
     """Bring a repository's index up to date with its work tree (or clone), then embed."""
     return chain.run(job, _parse, first=True)
 
 
-def _parse(stage: Stage) -> dict[str, Any]:
+def _parse(stage: Stage) -> Parsed:
     catalog, settings, name, reg = stage.catalog, stage.settings, stage.repo, stage.registration
     repo = catalog.get_repo(name)
     if repo.ref_of and repo.commit is None and refs.fork(catalog.db, repo.ref_of, name):
@@ -78,18 +78,25 @@ def _parse(stage: Stage) -> dict[str, Any]:
         if not chain.publish_keywords(catalog, name, reg, settings):
             raise NotFound(f"repository {name!r} was deleted while it was parsed")
         _blame(catalog, settings, name, reg, root)
-    out = {
-        "repo": name,
-        "registration": reg,
-        "lease": stage.token,
-        "files": paths,
-        "removed": sorted(drop),
-        "stale_ids": sorted(stale),
-        "commit": commit,
-        "full_walk": full,
-    }
-    stage.next(EmbedFiles(**out))
-    return out
+    stale_ids = sorted(stale)
+    stage.next(
+        EmbedFiles(
+            repo=name,
+            registration=reg,
+            lease=stage.token,
+            files=paths,
+            stale_ids=stale_ids,
+            commit=commit,
+        )
+    )
+    return Parsed(
+        repo=name,
+        files=paths,
+        removed=sorted(drop),
+        stale_ids=stale_ids,
+        commit=commit,
+        full_walk=full,
+    )
 
 
 @contextmanager
