@@ -13,7 +13,6 @@ import sqlalchemy as sa
 
 from coderag import audit
 from coderag.store import Catalog, Database, migrate
-from coderag.store import sessions as session_store
 from tests.old_schema import OLD_ADDED_COLUMNS, OLD_SCHEMA, OLD_SESSIONS
 from tests.test_store import audit_row
 
@@ -65,8 +64,8 @@ def _adopt(path: Path) -> None:
         assert catalog.file_versions("old") == {"a.py": "sha"}  # blamed: the default 1
         assert [u.text for u in catalog.units("old")] == ["def f(): pass"]
         assert db.read("SELECT vector FROM embed_cache")[0][0] == b"\x00\xff"
-        assert session_store.owner(db, "s", "bob") == "alice"
-        assert [t["content"] for t in session_store.last_turns(db, "s", "old", 5)] == ["hi"]
+        assert Catalog(db).sessions.owner("s", "bob") == "alice"
+        assert [t.content for t in Catalog(db).sessions.last_turns("s", "old", 5)] == ["hi"]
         # the old row keeps its id and timestamp; a new one follows it
         audit_row(catalog, "bob")
         lines = list(audit.export_csv(catalog, None, None))

@@ -24,18 +24,19 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from coderag import routes
 from coderag.errors import NotFound
 from coderag.jobs import ChainJob, Job, Result, Skipped
 from coderag.queue import enqueue
 from coderag.settings import Settings, get_settings
-from coderag.store import Catalog, chain_rows, get_catalog, refs
+from coderag.store import Catalog, get_catalog, refs
 from coderag.store.database import DatabaseError
+from coderag.store.repos import SpaceProgress
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ def start_chain(catalog: Catalog, name: str, lease_s: float) -> str | None:
     """Take the repository's lease for a new chain and return its token; None (and ``pending``
     set) when a live chain holds it."""
     now = time.time()
-    return chain_rows.claim(catalog.db, name, uuid.uuid4().hex, now, now + lease_s)
+    return catalog.chains.claim(name, uuid.uuid4().hex, now, now + lease_s)
 
 
 def continue_chain(catalog: Catalog, name: str, token: str | None, lease_s: float) -> bool:
@@ -186,7 +187,7 @@ def continue_chain(catalog: Catalog, name: str, token: str | None, lease_s: floa
     version (no token) runs."""
     if token is None:
         return True
-    return chain_rows.renew(catalog.db, name, token, time.time() + lease_s)
+    return catalog.chains.renew(name, token, time.time() + lease_s)
 
 
 @contextmanager
@@ -201,7 +202,7 @@ def renewing(catalog: Catalog, name: str, token: str | None, lease_s: float) -> 
         while not stop.wait(lease_s / 4):
             # a missed beat only shortens the lease
             with contextlib.suppress(*DatabaseError):
-                chain_rows.beat(catalog.db, name, token, time.time() + lease_s)
+                catalog.chains.beat(name, token, time.time() + lease_s)
 
     thread = threading.Thread(target=beat, name=f"lease-{name}", daemon=True)
     thread.start()
@@ -215,12 +216,12 @@ def renewing(catalog: Catalog, name: str, token: str | None, lease_s: float) -> 
 def release(catalog: Catalog, name: str, token: str | None) -> None:
     """Let a retry of a failed stage (or another chain) take the lease at once."""
     if token is not None:
-        chain_rows.release(catalog.db, name, token)
+        catalog.chains.release(name, token)
 
 
 def finish_chain(catalog: Catalog, name: str, token: str | None) -> bool:
     """End chain ``token`` (the repository is ready); returns whether a reindex is pending."""
-    return chain_rows.finish(catalog.db, name, token)
+    return catalog.chains.finish(name, token)
 
 
 # --- stages --------------------------------------------------------------------------------------
@@ -236,26 +237,26 @@ def publish_keywords(catalog: Catalog, name: str, registration: str, settings: S
     generation, status ready), vectors owed in every space; False if the repository is gone."""
     files, units = catalog.counts(name)
     owed = {s: {"done": 0, "total": None, "started": None} for s in spaces(settings)}
-    return chain_rows.publish_keywords(catalog.db, name, registration, files, units, owed)
+    return catalog.chains.publish_keywords(name, registration, files, units, owed)
 
 
 def advance(catalog: Catalog, name: str, space: str, done: int, total: int) -> None:
     """Record that ``done`` of the ``total`` vectors a space owes are written."""
-    chain_rows.advance(catalog.db, name, space, done, total)
+    catalog.chains.advance(name, space, done, total)
 
 
-def space_ready(state: dict[str, Any], complete: bool, space: str) -> bool:
+def space_ready(state: Mapping[str, SpaceProgress], complete: bool, space: str) -> bool:
     """Whether every vector a space owes is written."""
     if complete:
         return True
     entry = state.get(space)
     if entry is None:  # not owed by this index (a space switched off, or an older row)
         return True
-    return entry.get("total") is not None and entry["done"] >= entry["total"]
+    return entry.total is not None and entry.done >= entry.total
 
 
 def route_readiness(
-    state: dict[str, Any], complete: bool, routes: list[str]
+    state: Mapping[str, SpaceProgress], complete: bool, routes: list[str]
 ) -> tuple[list[str], list[str]]:
     """(routes whose data is all in place, routes still waiting for vectors) among ``routes``;
     a waiting vector route already searches the batches written so far."""

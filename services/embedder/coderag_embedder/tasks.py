@@ -10,7 +10,7 @@ from coderag import chain
 from coderag.chain import Stage
 from coderag.errors import NotFound
 from coderag.jobs import Embedded, EmbedFiles, RefreshRepo, Skipped, handles
-from coderag.store import chain_rows, get_catalog, get_vectors
+from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_embedder import cache
 from coderag_embedder.encoder import get_encoders, text_key, unit_text
@@ -65,7 +65,7 @@ def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
     else:
         units = catalog.units(name, changed)
     fingerprint = ",".join(f"{s}={e.name}" for s, e in sorted(encoders.items()))
-    own_changes_only = chain_rows.vectors_follow_chain(catalog.db, name, job.lease, fingerprint)
+    own_changes_only = catalog.chains.vectors_follow_chain(name, job.lease, fingerprint)
     encoded = written = 0
     expected: dict[str, str] | None = None
     unit_count = catalog.counts(name)[1] if own_changes_only else 0
@@ -85,7 +85,7 @@ def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
         chain.advance(catalog, name, space, len(units) + len(missing), len(units) + len(missing))
     for space in set(SPACE_PREFIXES) - set(encoders):
         vectors.drop(name, space, reg)  # a second encoder switched off: its vectors go stale
-    chain_rows.mark_vectors_clean(catalog.db, name, reg, fingerprint)
+    catalog.chains.mark_vectors_clean(name, reg, fingerprint)
     return written, encoded
 
 

@@ -9,7 +9,6 @@ from coderag.embedding import QueryEmbedder, query_embedder, reader_text
 from coderag.schemas import Unit
 from coderag.settings import Settings
 from coderag.store import get_catalog
-from coderag.store.graph import Graph
 from coderag_retriever import learned
 from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, rrf, vote
@@ -203,7 +202,7 @@ def gather(
         scores[pos] = score
     flow = is_flow_question(text)
     expanded = dict(scores)
-    graph = Graph(catalog.db)
+    graph = catalog.graph()
     if settings.expand_depth:
         by_id = expand(
             graph,

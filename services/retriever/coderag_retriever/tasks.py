@@ -5,7 +5,7 @@ from __future__ import annotations
 from coderag import chain
 from coderag.chain import Skip, Stage
 from coderag.jobs import IndexRepo, Refreshed, RefreshRepo, Skipped, handles
-from coderag.store import chain_rows, refs
+from coderag.store import refs
 from coderag_retriever.clustering import refresh
 from coderag_retriever.index import get_index_cache
 
@@ -23,9 +23,7 @@ def _refresh(stage: Stage, job: RefreshRepo) -> Refreshed:
     if settings.weights().get("cluster", 0.0) > 0:
         with stage.renewing():
             refresh(catalog, name, settings)
-    if not chain_rows.publish_complete(
-        catalog.db, name, stage.registration, files, units, job.commit
-    ):
+    if not catalog.chains.publish_complete(name, stage.registration, files, units, job.commit):
         raise Skip("deleted")
     if chain.finish_chain(catalog, name, stage.token):
         stage.next(IndexRepo(repo=name))  # a reindex asked for while this chain ran
