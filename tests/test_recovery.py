@@ -244,9 +244,8 @@ def test_a_server_restart_mid_index_heals_at_start_up(
     catalog = get_catalog()
     catalog.create_repo("restarted", str(root), None, None)
     # what a server killed mid-index leaves: indexing, with a lease its dead process held
-    catalog.update_repo(
-        "restarted", status="indexing", lease_owner="dead", lease_until=time.time() + 3600
-    )
+    catalog.update_repo("restarted", status="indexing")
+    assert catalog.chains.claim("restarted", "dead", time.time(), time.time() + 3600) == "dead"
     from tests.conftest import wait_ready
 
     with TestClient(create_app()) as client:

@@ -152,7 +152,7 @@ def test_the_lease_claims_renews_beats_and_finishes(db: Database) -> None:
     assert catalog.chains.renew("r", "one", now + 120)
     assert not catalog.chains.renew("r", "two", now + 120)
     catalog.chains.beat("r", "one", now + 180)
-    lease = db.read("SELECT lease_owner, lease_until, pending FROM repos WHERE name='r'")[0]
+    lease = db.read("SELECT lease_owner, lease_until, pending FROM chains WHERE repo='r'")[0]
     assert (lease["lease_owner"], lease["pending"]) == ("one", 1)
     assert lease["lease_until"] == pytest.approx(now + 180, abs=1e-3)  # a double, not a real
     assert not catalog.chains.finish("r", "two")
@@ -178,6 +178,17 @@ def test_refs_rows_and_a_dead_chains_restarts(db: Database) -> None:
     assert [r.ref_of for r in catalog.list_repos()] == [None, "r"]
     assert refs.of(catalog, "r") == [catalog.get_repo(ref.name)]
 
+    # a ref forks its repository's complete index, never while a chain of it holds the lease
+    assert not refs.fork(catalog, "r", ref.name)  # not complete yet
+    assert catalog.chains.publish_complete("r", catalog.registration("r"), 0, 0, "c0ffee")
+    assert catalog.chains.claim("r", "busy", now, now + 60) == "busy"
+    assert not refs.fork(catalog, "r", ref.name)
+    catalog.chains.release("r", "busy")
+    assert refs.fork(catalog, "r", ref.name)
+    assert catalog.get_repo(ref.name).commit == "c0ffee"
+    assert catalog.chains.finish("r", "busy") is False  # nothing was pending
+
+    catalog.update_repo("r", status="queued")
     catalog.chains.set_attempts("r", 2)  # healing: started again, its lease let go
     assert Unfinished("r", None, 2, None) in catalog.chains.unfinished(("queued",))
     catalog.chains.give_up("r", "died twice")

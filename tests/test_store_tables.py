@@ -3,6 +3,8 @@ deliveries, the embedding cache, the call graph, clusters, statistics and the sy
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from coderag import audit
@@ -30,6 +32,7 @@ def test_the_audit_log_writes_the_user_column_and_exports_csv(db: Database) -> N
     catalog = Catalog(db)
     for user in ("alice", "=bob"):
         audit_row(catalog, user)
+        time.sleep(0.002)  # timestamps are milliseconds: the second row's must be later
     rows = catalog.audit_log.rows(("id", "ts", "user", "response_ms"), None, None)
     assert [(r["user"], r["response_ms"]) for r in rows] == [("alice", 1.23), ("=bob", 1.23)]
     first, second = rows[0]["ts"], rows[1]["ts"]

@@ -1,5 +1,7 @@
 """A repository's indexing chain (parse → embed → refresh), as every service's job runs a stage of
-it, and the state the chain keeps on the repository row (its SQL is ``coderag.store.chain_rows``).
+it, and the state the chain keeps in its own table (its SQL is ``coderag.store.chain_rows``, on
+the ``chains`` table; what it publishes goes to the repository's row through
+``coderag.store.repos``).
 
 - **The stage context** (``run``): the repository must still be the one the job was queued for,
   the chain must hold the lease (the first stage takes it), the lease is renewed while the stage

@@ -1,7 +1,8 @@
-"""An indexing chain's rows on the repository table (the policy is ``coderag.chain``; this is
-its SQL): the lease that lets one chain write a repository at a time and marks a reindex pending,
-the stages it has published, the vectors each space still owes and whether the collections match
-the catalog."""
+"""An indexing chain's state (the policy is ``coderag.chain``; this is its SQL), in the
+``chains`` table this module owns, one row per repository a chain has run for: the lease that
+lets one chain write a repository at a time and marks a reindex pending, the chain's restarts,
+the vectors each space still owes (stage progress) and whether the collections match the
+catalog. A repository's row in ``repos`` is changed only through ``coderag.store.repos``."""
 
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from coderag.store import repos
 from coderag.store.database import Database, Tx
-from coderag.store.repos import now_iso
 
-RENEW = "UPDATE repos SET lease_until=:until WHERE name=:name AND lease_owner=:token"
+RENEW = "UPDATE chains SET lease_until=:until WHERE repo=:name AND lease_owner=:token"
 """Extend chain ``lease_owner``'s lease (its heartbeat runs it on a connection of its own)."""
+
+_UPSERT = (
+    "INSERT INTO chains (repo, {cols}) VALUES (:name, {marks}) "
+    "ON CONFLICT (repo) DO UPDATE SET {sets}"
+)
 
 
 @dataclass(frozen=True)
@@ -28,30 +34,47 @@ class Unfinished:
     progress: str | None
 
 
+def _set(conn: Tx, name: str, **values: object) -> None:
+    """Set columns of the repository's chain row, made when it has none."""
+    cols = list(values)
+    conn.execute(
+        _UPSERT.format(
+            cols=", ".join(cols),
+            marks=", ".join(f":{c}" for c in cols),
+            sets=", ".join(f"{c}=excluded.{c}" for c in cols),
+        ),
+        {"name": name, **values},
+    )
+
+
+def held(conn: Tx, name: str, now: float) -> bool:
+    """Whether a live chain holds the repository's lease at ``now``."""
+    row = conn.execute(
+        "SELECT lease_owner, lease_until FROM chains WHERE repo=:name", {"name": name}
+    ).fetchone()
+    return row is not None and bool(row[0]) and (row[1] or 0) > now
+
+
 class ChainRows:
-    """The chain's lease, stages and vectors mark (``catalog.chains``)."""
+    """The ``chains`` table (``catalog.chains``)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
 
     def claim(self, name: str, token: str, now: float, until: float) -> str | None:
         """Give the lease to ``token`` unless a live one holds it (then mark a reindex
-        pending); the token, or None."""
+        pending); the token, or None (also for a repository that is gone)."""
 
         def txn(conn: Tx) -> str | None:
+            if not repos.exists(conn, name):
+                return None
             row = conn.execute(
-                "SELECT lease_until FROM repos WHERE name=:name", {"name": name}
+                "SELECT lease_until FROM chains WHERE repo=:name", {"name": name}
             ).fetchone()
-            if row is None:
+            if row is not None and row[0] is not None and row[0] > now:
+                conn.execute("UPDATE chains SET pending=1 WHERE repo=:name", {"name": name})
                 return None
-            if row[0] is not None and row[0] > now:
-                conn.execute("UPDATE repos SET pending=1 WHERE name=:name", {"name": name})
-                return None
-            conn.execute(
-                "UPDATE repos SET lease_owner=:token, lease_until=:until, pending=0 "
-                "WHERE name=:name",
-                {"token": token, "until": until, "name": name},
-            )
+            _set(conn, name, lease_owner=token, lease_until=until, pending=0)
             return token
 
         return self._db.write(txn)
@@ -71,7 +94,7 @@ class ChainRows:
         """Let the lease of chain ``token`` run out now."""
         self._db.write(
             lambda conn: conn.execute(
-                "UPDATE repos SET lease_until=NULL WHERE name=:name AND lease_owner=:token",
+                "UPDATE chains SET lease_until=NULL WHERE repo=:name AND lease_owner=:token",
                 {"name": name, "token": token},
             )
         )
@@ -82,13 +105,13 @@ class ChainRows:
 
         def txn(conn: Tx) -> bool:
             row = conn.execute(
-                "SELECT pending, lease_owner FROM repos WHERE name=:name", {"name": name}
+                "SELECT pending, lease_owner FROM chains WHERE repo=:name", {"name": name}
             ).fetchone()
             if row is None or (token is not None and row[1] not in (None, token)):
                 return False
             conn.execute(
-                "UPDATE repos SET lease_owner=NULL, lease_until=NULL, pending=0, attempts=0 "
-                "WHERE name=:name",
+                "UPDATE chains SET lease_owner=NULL, lease_until=NULL, pending=0, attempts=0 "
+                "WHERE repo=:name",
                 {"name": name},
             )
             return bool(row[0])
@@ -99,31 +122,33 @@ class ChainRows:
         """Repositories mid-chain: in one of ``states``, or ready but still owing vectors
         (coderag.chain)."""
         rows = self._db.read(
-            "SELECT name, lease_until, attempts, progress FROM repos "
-            "WHERE status IN :states OR (status='ready' AND complete=0)",
+            "SELECT r.name, c.lease_until, c.attempts, r.progress FROM repos r "
+            "LEFT JOIN chains c ON c.repo = r.name "
+            "WHERE r.status IN :states OR (r.status='ready' AND r.complete=0) ORDER BY r.name",
             {"states": list(states)},
         )
         return [Unfinished(r[0], r[1], r[2] or 0, r[3]) for r in rows]
 
     def set_attempts(self, name: str, attempts: int) -> None:
         """Record a chain started again after it died (its lease let go at once)."""
-        self._db.write(
-            lambda conn: conn.execute(
-                "UPDATE repos SET attempts=:attempts, lease_until=NULL WHERE name=:name",
-                {"attempts": attempts, "name": name},
-            )
-        )
+
+        def write(conn: Tx) -> None:
+            if repos.exists(conn, name):
+                _set(conn, name, attempts=attempts, lease_until=None)
+
+        self._db.write(write)
 
     def give_up(self, name: str, error: str) -> None:
         """A chain that died too often: the repository fails with ``error``, its restarts
         forgotten."""
-        self._db.write(
-            lambda conn: conn.execute(
-                "UPDATE repos SET status='error', error=:error, attempts=0, lease_until=NULL "
-                "WHERE name=:name",
-                {"error": error, "name": name},
+
+        def write(conn: Tx) -> None:
+            conn.execute(
+                "UPDATE chains SET attempts=0, lease_until=NULL WHERE repo=:name", {"name": name}
             )
-        )
+            repos.set_failed(conn, name, error)
+
+        self._db.write(write)
 
     def publish_keywords(
         self, name: str, registration: str, files: int, units: int, owed: dict[str, Any]
@@ -132,50 +157,41 @@ class ChainRows:
         the vectors it still owes per space; False when the repository or registration is
         gone."""
 
-        def publish(conn: Tx) -> int:
-            return conn.execute(
-                "UPDATE repos SET status='ready', files=:files, units=:units, complete=0, "
-                "stages=:stages, searchable_at=:now, generation=generation+1 "
-                "WHERE name=:name AND COALESCE(uid, '')=:registration",
-                {"files": files, "units": units, "stages": json.dumps(owed), "now": now_iso(),
-                 "name": name, "registration": registration},
-            ).rowcount  # fmt: skip
+        def publish(conn: Tx) -> bool:
+            if not repos.publish_keywords(conn, name, registration, files, units):
+                return False
+            _set(conn, name, stages=json.dumps(owed))
+            return True
 
-        return bool(self._db.write(publish))
+        return self._db.write(publish)
 
     def publish_complete(
         self, name: str, registration: str, files: int, units: int, commit: str | None
     ) -> bool:
-        """The last stage: the registration's index complete at ``commit`` (a new generation);
-        False when the repository or registration is gone."""
+        """The last stage: the registration's index complete at ``commit`` (a new generation),
+        nothing owed; False when the repository or registration is gone."""
 
-        def publish(conn: Tx) -> int:
-            return conn.execute(
-                "UPDATE repos SET status='ready', files=:files, units=:units, commit_sha=:commit, "
-                "indexed_at=:now, progress=NULL, error=NULL, complete=1, stages='{}', "
-                "generation=generation+1 WHERE name=:name AND COALESCE(uid, '')=:registration",
-                {"files": files, "units": units, "commit": commit, "now": now_iso(),
-                 "name": name, "registration": registration},
-            ).rowcount  # fmt: skip
+        def publish(conn: Tx) -> bool:
+            if not repos.publish_complete(conn, name, registration, files, units, commit):
+                return False
+            _set(conn, name, stages="{}")
+            return True
 
-        return bool(self._db.write(publish))
+        return self._db.write(publish)
 
     def advance(self, name: str, space: str, done: int, total: int) -> None:
         """Record that ``done`` of the ``total`` vectors a space owes are written."""
 
         def write(conn: Tx) -> None:
-            row = conn.execute(
-                "SELECT stages FROM repos WHERE name=:name", {"name": name}
-            ).fetchone()
-            if row is None:
+            if not repos.exists(conn, name):
                 return
-            state = json.loads(row[0] or "{}")
+            row = conn.execute(
+                "SELECT stages FROM chains WHERE repo=:name", {"name": name}
+            ).fetchone()
+            state = json.loads((row[0] if row else None) or "{}")
             started = (state.get(space) or {}).get("started") or time.time()
             state[space] = {"done": done, "total": total, "started": started}
-            conn.execute(
-                "UPDATE repos SET stages=:stages WHERE name=:name",
-                {"stages": json.dumps(state), "name": name},
-            )
+            _set(conn, name, stages=json.dumps(state))
 
         self._db.write(write)
 
@@ -188,9 +204,9 @@ class ChainRows:
 
         def write(conn: Tx) -> None:
             conn.execute(
-                "UPDATE repos SET vectors_mark = CASE WHEN vectors_mark LIKE 'clean:%' "
+                "UPDATE chains SET vectors_mark = CASE WHEN vectors_mark LIKE 'clean:%' "
                 "THEN 'chain:' || :token || substr(vectors_mark, 6) ELSE NULL END "
-                "WHERE name=:name",
+                "WHERE repo=:name",
                 {"token": token, "name": name},
             )
 
@@ -202,7 +218,7 @@ class ChainRows:
         keeps them matching."""
         if not token:
             return False
-        rows = self._db.read("SELECT vectors_mark FROM repos WHERE name=:name", {"name": name})
+        rows = self._db.read("SELECT vectors_mark FROM chains WHERE repo=:name", {"name": name})
         return bool(rows) and rows[0]["vectors_mark"] == f"chain:{token}:{encoders}"
 
     def mark_vectors_clean(self, name: str, registration: str, encoders: str) -> None:
@@ -210,10 +226,7 @@ class ChainRows:
         wrote them."""
 
         def write(conn: Tx) -> None:
-            conn.execute(
-                "UPDATE repos SET vectors_mark=:mark WHERE name=:name "
-                "AND COALESCE(uid, '')=:registration",
-                {"mark": f"clean:{encoders}", "name": name, "registration": registration},
-            )
+            if repos.is_registration(conn, name, registration):
+                _set(conn, name, vectors_mark=f"clean:{encoders}")
 
         self._db.write(write)

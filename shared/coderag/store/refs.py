@@ -17,7 +17,7 @@ import time
 
 from coderag.errors import Conflict, NotFound
 from coderag.schemas import unit_id
-from coderag.store import repos
+from coderag.store import chain_rows, repos
 from coderag.store.catalog import Catalog
 from coderag.store.database import Tx, insert_sql
 from coderag.store.repos import Repo
@@ -132,7 +132,7 @@ def fork(catalog: Catalog, parent: str, key: str) -> bool:
         source = repos.fork_source(conn, parent)
         if source is None or not source.complete or not source.commit:
             return False
-        if source.lease_owner and (source.lease_until or 0) > time.time():
+        if chain_rows.held(conn, parent, time.time()):
             return False
         if conn.execute("SELECT 1 FROM files WHERE repo=:key LIMIT 1", {"key": key}).fetchone():
             return False

@@ -1,8 +1,10 @@
-"""The ``repos`` table: a repository's (or a ref's) registration and the state of its index.
+"""The ``repos`` table: a repository's (or a ref's) registration and its published index.
 
-Every statement on the table is here; the other store modules that change a repository's row
-within their own transaction (a chain publishing an index, a fork, skipped-file counts, the
-clustering's score) call the ``Tx`` functions below.
+Every write of the table is here; the other store modules that change a repository's row
+within their own transaction (a chain publishing an index or giving up, a ref's registration
+and fork, skipped-file counts, the clustering's score) call the ``Tx`` functions below. What a
+chain under way keeps (its lease, restarts, stage progress, vectors mark) is the ``chains``
+table's (``coderag.store.chain_rows``); a repository's record reads its stage progress there.
 """
 
 from __future__ import annotations
@@ -58,8 +60,15 @@ class Repo:
     ref_of: str | None = None
 
 
+SELECT_REPOS = (
+    "SELECT r.*, COALESCE(c.stages, '{}') AS stages FROM repos r "
+    "LEFT JOIN chains c ON c.repo = r.name"
+)
+"""Every column of repository rows, with their chain's stage progress."""
+
+
 def repo_from_row(row: Row) -> Repo:
-    """A ``repos`` row (every column) as a record; a row from before stages is complete when
+    """A row of ``SELECT_REPOS`` as a record; a row from before stages is complete when
     ready."""
     state: dict[str, Any] = json.loads(row["stages"] or "{}")
     raw = row["complete"]
@@ -111,7 +120,7 @@ class Repos:
 
     def get_repo(self, name: str) -> Repo:
         """The repository's state; NotFound if unknown."""
-        rows = self.db.read("SELECT * FROM repos WHERE name=:name", {"name": name})
+        rows = self.db.read(f"{SELECT_REPOS} WHERE r.name=:name", {"name": name})
         if not rows:
             raise _missing(name)
         return repo_from_row(rows[0])
@@ -132,9 +141,9 @@ class Repos:
     def list_repos(self, ref_of: str | None = None) -> list[Repo]:
         """All repositories and refs, by name; with ``ref_of``, that repository's refs, by ref."""
         if ref_of is None:
-            return [repo_from_row(r) for r in self.db.read("SELECT * FROM repos ORDER BY name")]
+            return [repo_from_row(r) for r in self.db.read(f"{SELECT_REPOS} ORDER BY r.name")]
         rows = self.db.read(
-            "SELECT * FROM repos WHERE ref_of=:name ORDER BY branch", {"name": ref_of}
+            f"{SELECT_REPOS} WHERE r.ref_of=:name ORDER BY r.branch", {"name": ref_of}
         )
         return [repo_from_row(r) for r in rows]
 
@@ -143,7 +152,8 @@ class Repos:
         may have (a new registration, a published generation, a stage's progress, a chain's
         start or end), so figures read from Chroma can be kept until it moves."""
         rows = self.db.read(
-            "SELECT name, uid, generation, status, stages, vectors_mark, indexed_at FROM repos"
+            "SELECT r.name, r.uid, r.generation, r.status, c.stages, c.vectors_mark, "
+            "r.indexed_at FROM repos r LEFT JOIN chains c ON c.repo = r.name"
         )
         return {r["name"]: tuple(r[1:]) for r in rows}
 
@@ -188,9 +198,10 @@ class Repos:
         """Keys of repository ``name``'s refs never indexed, queued and not held by a live lease
         at ``now``."""
         rows = self.db.read(
-            "SELECT name FROM repos WHERE ref_of=:name AND commit_sha IS NULL "
-            "AND status='queued' AND (lease_owner IS NULL OR lease_until IS NULL "
-            "OR lease_until < :now)",
+            "SELECT r.name FROM repos r LEFT JOIN chains c ON c.repo = r.name "
+            "WHERE r.ref_of=:name AND r.commit_sha IS NULL AND r.status='queued' "
+            "AND (c.lease_owner IS NULL OR c.lease_until IS NULL OR c.lease_until < :now) "
+            "ORDER BY r.name",
             {"name": name, "now": now},
         )
         return [r["name"] for r in rows]
@@ -255,6 +266,58 @@ def require(conn: Tx, name: str, registration: str | None) -> None:
         raise NotFound(f"repository {name!r} was deleted")
 
 
+def is_registration(conn: Tx, name: str, registration: str) -> bool:
+    """Whether ``name`` is still that registration."""
+    row = conn.execute("SELECT uid FROM repos WHERE name=:name", {"name": name}).fetchone()
+    return row is not None and (row[0] or "") == registration
+
+
+def set_failed(conn: Tx, name: str, error: str) -> None:
+    """The repository's index failed for good, with ``error``."""
+    conn.execute(
+        "UPDATE repos SET status='error', error=:error WHERE name=:name",
+        {"error": error, "name": name},
+    )
+
+
+def _of(name: str, registration: str) -> dict[str, str]:
+    return {"name": name, "registration": registration}
+
+
+def publish_keywords(conn: Tx, name: str, registration: str, files: int, units: int) -> bool:
+    """The registration's new units searchable (status ready, a new generation, vectors
+    owed); False when the repository or registration is gone."""
+    return bool(
+        conn.execute(
+            "UPDATE repos SET status='ready', files=:files, units=:units, complete=0, "
+            "searchable_at=:now, generation=generation+1 "
+            "WHERE name=:name AND COALESCE(uid, '')=:registration",
+            {"files": files, "units": units, "now": now_iso(), **_of(name, registration)},
+        ).rowcount
+    )
+
+
+def publish_complete(
+    conn: Tx, name: str, registration: str, files: int, units: int, commit: str | None
+) -> bool:
+    """The registration's index complete at ``commit`` (a new generation); False when the
+    repository or registration is gone."""
+    return bool(
+        conn.execute(
+            "UPDATE repos SET status='ready', files=:files, units=:units, commit_sha=:commit, "
+            "indexed_at=:now, progress=NULL, error=NULL, complete=1, generation=generation+1 "
+            "WHERE name=:name AND COALESCE(uid, '')=:registration",
+            {
+                "files": files,
+                "units": units,
+                "commit": commit,
+                "now": now_iso(),
+                **_of(name, registration),
+            },
+        ).rowcount
+    )
+
+
 def set_skipped_counts(conn: Tx, name: str, counts: dict[str, int]) -> None:
     """Record the repository's files left out, counted by reason."""
     conn.execute(
@@ -276,21 +339,15 @@ class ForkSource:
 
     commit: str | None
     complete: bool
-    lease_owner: str | None
-    lease_until: float | None
     dirty: str | None
 
 
 def fork_source(conn: Tx, parent: str) -> ForkSource | None:
-    """The parent's commit, completeness, lease and dirty paths; None if it is gone."""
+    """The parent's commit, completeness and dirty paths; None if it is gone."""
     row = conn.execute(
-        "SELECT commit_sha, complete, lease_owner, lease_until, dirty FROM repos "
-        "WHERE name=:parent",
-        {"parent": parent},
+        "SELECT commit_sha, complete, dirty FROM repos WHERE name=:parent", {"parent": parent}
     ).fetchone()
-    if row is None:
-        return None
-    return ForkSource(row[0], bool(row[1]), row[2], row[3], row[4])
+    return None if row is None else ForkSource(row[0], bool(row[1]), row[2])
 
 
 def set_forked(conn: Tx, key: str, commit: str | None, dirty: str | None) -> None:

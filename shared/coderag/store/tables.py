@@ -9,5 +9,5 @@ FILE_TABLES = ("units", "files", "symbols", "calls", "imports", "file_history", 
 FILE_COLUMN = {"files": "path"}
 """The column naming the file, where it is not ``file``."""
 
-REPO_TABLES = (*FILE_TABLES, "clusters", "session_turns")
+REPO_TABLES = (*FILE_TABLES, "clusters", "session_turns", "chains")
 """Tables whose rows belong to one repository (its ``repo`` column)."""
