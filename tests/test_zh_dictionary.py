@@ -27,6 +27,11 @@ SOURCES = {
         '    """Fill a template with the context."""\n'
         "    return template.format(**context)\n"
     ),
+    "web/session.py": (
+        "def expire_session(session):\n"
+        '    """Drop a session past its lifetime."""\n'
+        "    session.store.pop(session.key)\n"
+    ),
 }
 
 
@@ -68,6 +73,25 @@ def test_keyword_route_reaches_code_through_the_dictionary(web: TestClient) -> N
     assert get_settings().zh_dictionary  # on by default
     body = web.post("/search", json={"query": question, "repo": "web", "top_k": 2}).json()
     assert body["results"][0]["symbol"] == "register_middleware"
+
+
+def test_the_repository_chooses_among_the_senses(web: TestClient) -> None:
+    """Lever 3 of issue 31: with ``zh_repo_words``, a dictionary word's English is the words of
+    any of its senses the repository's code uses; its usual glosses where the code uses none."""
+    usual = dictionary.entries(STOP_WORDS)["过期"]
+    assert "expire" not in usual and "expire" in dictionary.candidates(STOP_WORDS)["过期"]
+    known = {"expire", "session"}.__contains__
+    assert zh_terms("会话过期", hand=False, dictionary=True, known=known)[-1:] == ["expire"]
+    assert zh_terms("过期", hand=False, dictionary=True, known=set().__contains__) == list(usual)
+    question = "会话过期在哪里处理？"
+    settings = get_settings()
+    assert not settings.zh_repo_words  # off by default until the tuning split says otherwise
+    off = gather("web", question, settings)
+    on = gather("web", question, settings.model_copy(update={"zh_repo_words": True}))
+    assert off is not None and on is not None
+    assert "expire" not in off.query.tokens and "expire" in on.query.tokens
+    assert on.index.units[on.rankings["keyword"][0][0]].symbol == "expire_session"
+    assert "expire" in on.query.embedding_text() and "overdue" not in on.query.embedding_text()
 
 
 def test_a_missing_dictionary_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

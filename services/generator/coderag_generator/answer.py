@@ -2,9 +2,10 @@
 ``token`` (and ``retry``), then ``done`` with the final JSON.
 
 Before the model is called, ``refusal`` declines unsafe questions, answers vague ones with a
-clarifying question, and refuses when the hits cannot hold the answer (no hits, the score gate,
-a named term no hit mentions). An answer keeps only citations that pass the check; one without
-any is retried once with a corrective instruction, then refused. A refusal from the model ends in
+clarifying question, and refuses when the hits cannot hold the answer (no hits, the retriever's
+verdict that the code does not hold it, a named term no hit mentions). An answer keeps only
+citations that pass the check; one without any is retried once with a corrective instruction,
+then refused. A refusal from the model ends in
 the refusal sentence of the question's language. ``done`` says why in ``reason`` (empty for an
 answer) and marks clarifying answers with ``clarify``.
 """
@@ -18,7 +19,7 @@ from typing import Any
 from coderag.language import language
 from coderag.schemas import Hit
 from coderag.settings import Settings
-from coderag_generator import abstention, chronicle, premise, prompts, refusal, window
+from coderag_generator import chronicle, premise, prompts, refusal, window
 from coderag_generator.backends import Backend
 from coderag_generator.citations import check
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
@@ -88,14 +89,30 @@ def answer_events(
     git: chronicle.GitFacts | None = None,
     missing: Sequence[str] = (),
     sampling: Sampling = Sampling(),
+    below_gate: bool = False,
+    looked_for: Sequence[str] = (),
 ) -> Generator[Event]:
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
     turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
     given for who/when questions, answers them from the repository's history instead;
     ``missing``, the routes left out while their vectors are written, is said in the answer;
-    ``sampling`` carries a caller's instruction, temperature and length for a model."""
+    ``sampling`` carries a caller's instruction, temperature and length for a model;
+    ``below_gate`` is the retriever's verdict that the code probably does not hold the answer,
+    ``looked_for`` the words it searched by (what a refusal says it looked for)."""
     lang = language(query)
-    events = _events(query, hits, backend, settings, file_lines, history, git, missing, sampling)
+    events = _events(
+        query,
+        hits,
+        backend,
+        settings,
+        file_lines,
+        history,
+        git,
+        missing,
+        sampling,
+        below_gate,
+        looked_for,
+    )
     for event in events:
         if event.name == "done" and missing:
             note = prompts.load("partial", lang).format(routes=", ".join(missing))
@@ -114,6 +131,8 @@ def _events(
     git: chronicle.GitFacts | None,
     missing: Sequence[str],
     sampling: Sampling,
+    below_gate: bool,
+    looked_for: Sequence[str],
 ) -> Iterator[Event]:
     lang = language(query)
     # a who/when question is gated on what it asks about, not on "who changed it last month"
@@ -127,10 +146,9 @@ def _events(
         if cited.valid:
             yield _done(cited.text, cited.valid, False, 0, 0, backend.name, reason=PREMISE)
             return
-    learned = abstention.model_for(settings, lexical=bool(missing))
-    # while vectors are written there is no cosine to gate on: only a rule fitted on that state
-    score_gate = settings.gate() if learned is not None or not missing else 0.0
-    verdict = verdict or refusal.gate(about, hits, lang, score_gate, learned=learned)
+    # a who/when question's words differ from what was searched (its subject): say its own
+    searched = looked_for if git is None else ()
+    verdict = verdict or refusal.gate(about, hits, lang, below_gate, searched)
     if verdict is not None:  # decided by rules: the model is never asked
         yield _done(
             verdict.answer,

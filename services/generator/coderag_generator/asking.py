@@ -192,6 +192,8 @@ async def ask(
         git,
         missing,
         carried.sampling if carried else Sampling(),
+        found.below_gate,
+        found.looked_for,
     )
     try:
         yield Event(

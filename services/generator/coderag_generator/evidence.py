@@ -8,8 +8,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from coderag.language import STOP_EN
+from coderag import words
 from coderag.schemas import Hit
+from coderag.words import terms
 
 INTENTS: dict[str, re.Pattern[str]] = {
     "error": re.compile(
@@ -38,9 +39,6 @@ INTENTS: dict[str, re.Pattern[str]] = {
 }
 """Question patterns, both languages, per kind of fact asked for."""
 
-WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-"""A Latin word or identifier."""
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _RAISE = re.compile(
     r"\braise\b|\bthrow\b|\bpanic\(|errors\.New|fmt\.Errorf|return\s+(?:nil,\s*)?\w*[eE]rr\w*\b"
     r"|\bexcept\b|\bcatch\b|Err\(",
@@ -84,40 +82,9 @@ def intents(query: str) -> set[str]:
     return {name for name, p in INTENTS.items() if p.search(query)}
 
 
-def _stem(word: str) -> str:
-    w = word.lower()
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(w) > len(suffix) + 3 and w.endswith(suffix):
-            return w[: -len(suffix)]
-    return w
-
-
-def parts(word: str) -> list[str]:
-    """The lower-case parts of an identifier (``parse_args`` and ``parseArgs`` -> parse, args)."""
-    return [p.lower() for chunk in word.split("_") for p in _CAMEL.findall(chunk) if p]
-
-
-def terms(query: str) -> list[str]:
-    """Stemmed content words of the question, identifiers split into their parts."""
-    out: list[str] = []
-    for w in WORD.findall(query):
-        for p in [w.lower(), *parts(w)]:
-            if len(p) >= 3 and p not in STOP_EN:
-                out.append(_stem(p))
-    return list(dict.fromkeys(out))
-
-
-def _words(text: str) -> set[str]:
-    return {_stem(p) for w in WORD.findall(text) for p in [w.lower(), *parts(w)] if len(p) >= 3}
-
-
 def support(query: str, unit: Hit) -> float:
     """Share of the question's content terms the unit mentions (symbol, path, doc, code)."""
-    wanted = terms(query)
-    if not wanted:
-        return 0.0
-    hay = _words(f"{unit.symbol} {unit.file} {unit.doc} {unit.text or ''}")
-    return sum(t in hay for t in wanted) / len(wanted)
+    return words.support(terms(query), unit)
 
 
 def is_doc(unit: Hit) -> bool:
@@ -191,7 +158,9 @@ def quotes(unit: Hit, query: str, asked: set[str], next_symbol: str | None = Non
     if wanted:
         # the code's own lines, not the comment above the definition
         scored = [
-            (sum(t in _words(ln) for t in wanted), i) for i, ln in enumerate(lines) if i >= head[0]
+            (sum(t in words.words(ln) for t in wanted), i)
+            for i, ln in enumerate(lines)
+            if i >= head[0]
         ]
         have = {r for r, _ in picked}
         best = sorted((-s, i) for s, i in scored if s >= 2 and i not in have)[:2]

@@ -3,8 +3,9 @@
 * unsafe: "how do I bypass the permission check?" is declined (``refused``, reason ``unsafe``);
 * vague: "is this function safe?" gets a clarifying answer naming the dimensions to choose from
   (``clarify``, not refused);
-* out of scope: no hits, a best vector similarity under ``CODERAG_SCORE_GATE`` (reason
-  ``score_gate``), or a named thing of the question (``YAML``, ``OAuth2``, ``503``) that none of
+* out of scope: no hits, the retriever's verdict that the code probably does not hold the answer
+  (``below_gate``: the learned refusal rule or the score gate; reason ``score_gate``), or a named
+  thing of the question (``YAML``, ``OAuth2``, ``503``) that none of
   the retrieved code mentions (reason ``absent_term``) is refused without asking the model.
 
 The word lists and patterns are data: ``prompts/refusal_rules_<lang>.txt`` (TOML). Contradictory
@@ -19,15 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from difflib import get_close_matches
 from functools import cache
-from http import HTTPStatus
 from importlib import resources
 from typing import Any
 
-from coderag.gate import names_code
 from coderag.language import STOP_EN, has_han
 from coderag.schemas import Hit
-from coderag_generator import abstention, confidence, prompts
-from coderag_generator.evidence import WORD
+from coderag.words import WORD, stem, words
+from coderag_generator import prompts
 
 UNSAFE, VAGUE = "unsafe", "vague"
 NO_HITS, SCORE_GATE, ABSENT_TERM = "no_hits", "score_gate", "absent_term"
@@ -44,7 +43,17 @@ _PUNCT = re.compile(r"[,.;:?!，。；：？！]")
 _TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+#/-]*[A-Za-z0-9_+#]|[A-Za-z0-9_]")
 _IDENT = re.compile(r"[A-Za-z_][\w.]*(?:\(\))?$")
 _SENTENCE_START = "'\"“‘`([{.?!:;,，。？！：；、（"
-_LITERAL = re.compile(r"[+-]?\d+(?:[.:,/]+\d+)+")
+_LITERAL = re.compile(r"[+-]?\d+(?:[-.:,/]+\d+)+")
+"""A number, version, date or time the question writes (``3..7``, ``1.2.3``, ``2024-01-15``)."""
+_QUANTITY = re.compile(
+    r"\d+(?:\.\d+)?(?:[nmuµ]?s|sec|min|[hdwkmgt]|[kmgt]i?b|px|em|rem|x|fps|hz|rps)",
+    re.IGNORECASE,
+)
+"""A quantity with its unit (``30s``, ``500ms``, ``10MB``): a value, not a name."""
+_DATETIME = re.compile(
+    r"\d{4}-\d{1,2}-\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+)
+"""An ISO date or timestamp the question offers as an input."""
 _ADDRESS = re.compile(
     r"(?:[\w-]+\.)+(?:com|org|net|io|dev|local|internal|test|example|localhost)\b\S*"
 )
@@ -204,12 +213,13 @@ def screen(query: str, lang: str) -> Verdict | None:
 def named_terms(query: str) -> list[str]:
     """The specific things a question names: identifiers (``parse_args``, ``Session.get``),
     acronyms and camel case (``YAML``, ``PowerShell``), capitalised words inside a sentence,
-    numbers with letters or digits (``503``, ``HTTP/2``), and any Latin word of a Chinese
-    question. Example values are not among them: a literal such as ``3..7`` or ``1.5``, an
-    address (``api.example.com/v2``) or port, a quoted string, the arguments of code the
-    question writes, a term right after "like", "e.g." or "例如", or a half-remembered name
-    ("walkRoutes or similar") is an input the question imagines or a guess, which the code
-    need not spell out."""
+    words with digits (``HTTP/2``, ``OAuth2``), and any Latin word of a Chinese question.
+    Values are not among them: a number (a count, a port, a status code: ``503``), a literal
+    such as ``3..7``, ``1.5`` or a date, a quantity (``30s``, ``10MB``), an address
+    (``api.example.com/v2``), a quoted string, the arguments of code the question writes, a
+    term right after "like", "e.g." or "例如", or a half-remembered name ("walkRoutes or
+    similar") is an input the question imagines or a guess, which the code need not spell out
+    (issue 31: such values were most of the answerable questions refused)."""
     chinese = has_han(query)
     rule_sets = _all_rules()
     generic = set().union(*(r.generic for r in rule_sets))
@@ -224,13 +234,14 @@ def named_terms(query: str) -> list[str]:
         before = query[: m.start()].rstrip()
         if (
             _LITERAL.fullmatch(term)
+            or term.isdigit()  # a count, a port or a status code: a value the question offers
+            or _QUANTITY.fullmatch(term)
             or _ADDRESS.fullmatch(term)
             or query[m.start() - 1 : m.start()] == "/"
             or any(a <= m.start() < b for a, b in inputs)
             or term.lower() in given
             or _follows_example(before, examples)
             or _hedged(query[m.end() :], hedges)
-            or (term.isdigit() and before.endswith(":"))  # a port: host:8080
         ):
             continue
         starts_sentence = not before or before[-1] in _SENTENCE_START
@@ -252,6 +263,7 @@ def _example_spans(query: str) -> list[tuple[int, int]]:
     called name stays a claim. A bracket after a space ("(a and b)") or a full-width one is
     prose, not code."""
     spans = [m.span() for m in _QUOTED.finditer(query)]
+    spans += [m.span() for m in _DATETIME.finditer(query)]
     for i, ch in enumerate(query):
         if ch in _OPENS and i and (query[i - 1].isalnum() or query[i - 1] in "_=.:"):
             end = _closing(query, i)
@@ -291,26 +303,19 @@ def _follows_example(before: str, markers: tuple[str, ...]) -> bool:
     return False
 
 
-def _status_phrase(term: str) -> str:
-    """The reason phrase of an HTTP status code, letters only ("404" → "notfound"), else ""."""
-    if not (len(term) == 3 and term.isdigit()):
-        return ""
-    try:
-        return _alnum(HTTPStatus(int(term)).phrase)
-    except ValueError:
-        return ""
-
-
 def _alnum(text: str) -> str:
     return re.sub(r"[^0-9a-z]+", "", text.lower())
 
 
 def missing_terms(query: str, hits: Sequence[Hit]) -> list[str]:
     """Named terms of the question that no hit mentions in its code, path or symbol; a dotted
-    or hyphenated term is present when each of its parts is."""
-    hay = "\n".join(f"{h.text or ''}\n{h.file}\n{h.symbol}" for h in hits).lower()
+    or hyphenated term is present when each of its parts is, a part when it, its letters and
+    digits, its stem (a plural, a verb ending) or a close spelling of it is."""
+    raw = "\n".join(f"{h.text or ''}\n{h.file}\n{h.symbol}" for h in hits)
+    hay = raw.lower()
     hay_alnum = _alnum(hay)
-    words: list[str] | None = None
+    vocabulary: list[str] | None = None
+    stems: set[str] | None = None
     missing = []
     for term in named_terms(query):
         parts = [p for p in re.split(r"[.\-]|\(\)", term) if len(p) >= 2] or [term]
@@ -318,11 +323,12 @@ def missing_terms(query: str, hits: Sequence[Hit]) -> list[str]:
             low = part.lower()
             if low in hay or (_alnum(low) and _alnum(low) in hay_alnum):
                 continue
-            if (phrase := _status_phrase(part)) and phrase in hay_alnum:
-                continue  # 404 written as StatusNotFound, HTTPStatus.NOT_FOUND, not_found
+            if stem(low) in (stems := stems if stems is not None else words(raw)):
+                continue  # "tokens" for token, "Sessions" for sessionStore
             if len(low) >= FUZZY_MIN_CHARS:
-                words = words if words is not None else list(set(re.findall(r"\w+", hay)))
-                if get_close_matches(low, words, n=1, cutoff=FUZZY_CUTOFF):
+                if vocabulary is None:
+                    vocabulary = list(set(re.findall(r"\w+", hay)))
+                if get_close_matches(low, vocabulary, n=1, cutoff=FUZZY_CUTOFF):
                     continue
             missing.append(term)
             break
@@ -334,49 +340,38 @@ _ZH_ASKING = re.compile(
 )
 
 
-def looked_for(query: str, lang: str) -> str:
-    """What the refused question looked for: its content words (English) or the question without
-    its asking words (Chinese)."""
-    if lang == "zh":
+def looked_for(query: str, lang: str, searched: Sequence[str] = ()) -> str:
+    """What the refused question looked for: the words the retriever ``searched`` by (a Chinese
+    word with its English) when it sent them, else its content words (English) or the question
+    without its asking words (Chinese)."""
+    if searched:
+        what = ("、" if lang == "zh" else ", ").join(searched)
+    elif lang == "zh":
         what = " ".join(_ZH_ASKING.sub(" ", query).split())
     else:
         what = ", ".join(dict.fromkeys(w for w in WORD.findall(query) if w.lower() not in STOP_EN))
     return prompts.load("looked_for", lang).format(terms=what or query.strip())
 
 
-def _nothing(query: str, lang: str, reason: str) -> Verdict:
+def _nothing(query: str, lang: str, reason: str, searched: Sequence[str] = ()) -> Verdict:
     sep = "" if lang == "zh" else " "
-    text = prompts.load("no_context", lang) + sep + looked_for(query, lang)
+    text = prompts.load("no_context", lang) + sep + looked_for(query, lang, searched)
     return Verdict(text, True, False, reason)
 
 
 def gate(
-    query: str,
-    hits: Sequence[Hit],
-    lang: str,
-    score_gate: float,
-    thresholds: confidence.Thresholds | None = None,
-    learned: abstention.Model | None = None,
+    query: str, hits: Sequence[Hit], lang: str, below_gate: bool, searched: Sequence[str] = ()
 ) -> Verdict | None:
     """Refuse when the hits cannot hold the answer: none at all, a named term that no hit
-    mentions (checked first: its refusal says what is missing), or weak hits unless the
-    question names an identifier of the code. Weak is the ``learned`` model's verdict when one
-    is given, else ``confidence``'s: the best similarity below ``score_gate``, or little of the
-    question's words in them; a ``score_gate`` of 0 turns either off."""
+    mentions (checked first: its refusal says what is missing), or the retriever's verdict
+    ``below_gate`` (which never holds when the question names an identifier of the code); a
+    refusal says what was ``searched`` for (the retriever's words, when it sent them)."""
     if not hits:
-        return _nothing(query, lang, NO_HITS)
+        return _nothing(query, lang, NO_HITS, searched)
     if missing := missing_terms(query, hits):
         sep = "、" if lang == "zh" else ", "
         terms = sep.join(missing)
         return Verdict(
             prompts.load("absent_term", lang).format(terms=terms), True, False, ABSENT_TERM
         )
-    if names_code(hits) or score_gate <= 0:
-        return None
-    if learned is not None:
-        weak = learned.p_absent(abstention.features(query, hits)) >= learned.threshold
-    else:
-        weak = confidence.weak(
-            confidence.signals(query, hits), score_gate, thresholds or confidence.DEFAULT
-        )
-    return _nothing(query, lang, SCORE_GATE) if weak else None
+    return _nothing(query, lang, SCORE_GATE, searched) if below_gate else None

@@ -103,5 +103,7 @@ def retrieve(
     return RetrieveResponse(
         results=found.hits,
         took_ms=round((time.perf_counter() - start) * 1000, 2),
+        below_gate=found.below_gate,
         routes_missing=found.routes_missing,
+        looked_for=found.looked_for,
     )

@@ -26,6 +26,10 @@ MAX_GLOSSES = 3
 MAX_WORDS = 4
 """English words kept per Chinese word."""
 
+MAX_CANDIDATES = 12
+"""English words kept per Chinese word as candidates, over all its senses, for a repository to
+choose among by the words its code uses (``pieces``)."""
+
 MIN_CHARS, MAX_CHARS = 2, 6
 """Chinese word lengths looked up (single characters are too ambiguous to gloss)."""
 
@@ -50,12 +54,22 @@ _WORD = re.compile(r"[a-z]+")
 def _words(glosses: list[str], stop: frozenset[str]) -> tuple[str, ...]:
     kept = [g for g in glosses if not SKIP_GLOSS.search(g)]
     computing = [g for g in kept if COMPUTING.search(g)]
+    return _content(computing or kept[:MAX_GLOSSES], stop)[:MAX_WORDS]
+
+
+def _content(glosses: list[str], stop: frozenset[str]) -> tuple[str, ...]:
     out: list[str] = []
-    for gloss in computing or kept[:MAX_GLOSSES]:
+    for gloss in glosses:
         for word in _WORD.findall(_PAREN.sub(" ", gloss).lower()):
             if len(word) > 2 and word not in stop and word not in SKIP_WORDS and word not in out:
                 out.append(word)
-    return tuple(out[:MAX_WORDS])
+    return tuple(out)
+
+
+def _candidates(glosses: list[str], stop: frozenset[str]) -> tuple[str, ...]:
+    kept = [g for g in glosses if not SKIP_GLOSS.search(g)]
+    computing = [g for g in kept if COMPUTING.search(g)]
+    return _content(computing + [g for g in kept if g not in computing], stop)[:MAX_CANDIDATES]
 
 
 def source() -> Traversable:
@@ -80,24 +94,38 @@ def warm(stop: frozenset[str]) -> None:
 
 
 @cache
-def entries(stop: frozenset[str]) -> dict[str, tuple[str, ...]]:
-    """Simplified Chinese word -> its English search words (words with none are left out)."""
+def _senses() -> dict[str, list[str]]:
     text = source().read_text("utf-8")
     glosses: dict[str, list[str]] = {}
     for line in text.splitlines():
         m = _LINE.match(line)
         if m and MIN_CHARS <= len(m.group(1)) <= MAX_CHARS:
             glosses.setdefault(m.group(1), []).extend(m.group(2).split("/"))
-    out = {}
-    for word, senses in glosses.items():
-        if english := _words(senses, stop):
-            out[word] = english
-    return out
+    return glosses
+
+
+@cache
+def entries(stop: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """Simplified Chinese word -> its English search words (words with none are left out)."""
+    return {w: english for w, senses in _senses().items() if (english := _words(senses, stop))}
+
+
+@cache
+def candidates(stop: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """Simplified Chinese word -> up to ``MAX_CANDIDATES`` English words over all its senses,
+    computing senses first, for a repository to choose among."""
+    return {w: english for w, senses in _senses().items() if (english := _candidates(senses, stop))}
 
 
 def gloss(run: str, stop: frozenset[str], skip: frozenset[str]) -> list[str]:
     """English words for a run of Han characters, by longest match against the dictionary;
     words in ``skip`` (function words) are passed over."""
+    return [w for piece in words_of(run, stop, skip) for w in entries(stop)[piece]]
+
+
+def words_of(run: str, stop: frozenset[str], skip: frozenset[str]) -> list[str]:
+    """The dictionary's words in a run of Han characters, by longest match; words in ``skip``
+    (function words) and characters no word covers are passed over."""
     table = entries(stop)
     out: list[str] = []
     i = 0
@@ -108,7 +136,7 @@ def gloss(run: str, stop: frozenset[str], skip: frozenset[str]) -> list[str]:
                 i += size
                 break
             if piece in table:
-                out += table[piece]
+                out.append(piece)
                 i += size
                 break
         else:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from coderag.embedding import QueryEmbedder, query_embedder
-from coderag_retriever.text import has_chinese, query_tokens, zh_terms
+from coderag_retriever.text import Known, has_chinese, query_tokens, zh_terms
 
 TEST_WORDS = re.compile(
     r"\btest|\bspec\b|\bexpect|\bsupposed to\b|\bshould\b|测试|用例|预期|应该", re.IGNORECASE
@@ -18,13 +18,15 @@ TEST_WORDS = re.compile(
 
 @dataclass
 class Query:
-    """A question about one repository."""
+    """A question about one repository; ``known`` (the repository's code tokens) lets the
+    dictionary's English for its Chinese be the words the code uses."""
 
     repo: str
     text: str
     vocab: bool = True
     dictionary: bool = False
     embedder: QueryEmbedder | None = field(default=None, repr=False)
+    known: Known | None = field(default=None, repr=False)
     tokens: list[str] = field(init=False)
     lowered: str = field(init=False)
     about_tests: bool = field(init=False)
@@ -33,14 +35,15 @@ class Query:
     _vectors: dict[str, np.ndarray | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.tokens = query_tokens(self.text, self.vocab, self.dictionary)
+        self.tokens = query_tokens(self.text, self.vocab, self.dictionary, self.known)
         self.lowered = self.text.lower()
         self.about_tests = bool(TEST_WORDS.search(self.text))
 
     def embedding_text(self) -> str:
         """What the encoder reads: the question plus English words for its Chinese."""
         if (self.vocab or self.dictionary) and has_chinese(self.text):
-            return f"{self.text} ({' '.join(zh_terms(self.text, self.vocab, self.dictionary))})"
+            english = zh_terms(self.text, self.vocab, self.dictionary, self.known)
+            return f"{self.text} ({' '.join(english)})"
         return self.text
 
     def vector(self, space: str = "vector") -> np.ndarray | None:

@@ -1,6 +1,7 @@
 """The one retrieval path: ``retrieve()`` ranks a question's units and gives them in the wire form
-that /search, /retrieve, ``coderag search|ask`` and the benchmarks all read, with the score gate
-decided here once."""
+that /search, /retrieve, ``coderag search|ask`` and the benchmarks all read, with whether the code
+holds the answer (``relevance``) decided here once, so /search's ``below_gate`` and /ask's
+refusal agree."""
 
 from __future__ import annotations
 
@@ -15,11 +16,10 @@ import numpy as np
 from coderag import chain
 from coderag.embedding import QueryEmbedder, query_embedder
 from coderag.errors import Unavailable
-from coderag.gate import below_gate
 from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag.store import get_catalog
-from coderag_retriever import focus
+from coderag_retriever import focus, relevance
 from coderag_retriever.query import Query
 from coderag_retriever.search import Ranked, rank, routes_run
 
@@ -29,13 +29,15 @@ MAX_CALLERS = 5
 
 @dataclass(frozen=True)
 class Retrieval:
-    """A question's hits, best first, whether even the best is under the score gate, and the
-    routes that had all their data and those still waiting for vectors."""
+    """A question's hits, best first, whether the code probably does not hold the answer
+    (``relevance.below_gate``), and the routes that had all their data and those still waiting
+    for vectors."""
 
     hits: list[Hit]
     below_gate: bool
     routes_ready: list[str]
     routes_missing: list[str]
+    looked_for: list[str]
 
 
 def retrieve(
@@ -52,24 +54,28 @@ def retrieve(
     costs a query per hit);
     query vectors from ``embedder`` (default: the process's). A vector route still being
     written searches the vectors written so far, or with ``ready_only`` (/ask) does not run,
-    so an answer's refusal reads the state its rule was fitted on."""
+    so an answer's refusal reads the state its rule was fitted on. The verdict reads the first
+    ``relevance.JUDGED`` units whatever ``top_k`` is, so /search and /ask agree."""
     ready, missing = readiness(repo, settings)
-    if ready_only and missing:
-        settings = without_routes(settings, missing)
-    with slot(settings):
-        ranked = rank(repo, query, top_k, settings, embedder)
+    lexical = ready_only and bool(missing)
+    searched = without_routes(settings, missing) if lexical else settings
+    with slot(searched):
+        ranked = rank(repo, query, max(top_k, relevance.JUDGED), searched, embedder)
+    judged = [to_hit(r, with_code=True) for r in ranked[: relevance.JUDGED]]
+    # the verdict reads the whole settings: the rule for a lexical search is chosen by them
+    below = relevance.below_gate(query, judged, settings, lexical)
+    ranked = ranked[:top_k]
     hits = [to_hit(r, with_code) for r in ranked]
     if with_code:
         hits = with_neighbours(repo, ranked, hits)
         embed = focus_embedder(embedder or query_embedder(settings))
         asked = Query(repo, query, settings.zh_vocab, settings.zh_dictionary)
         hits = focus.with_focus(asked, hits, embed)
-    gate = settings.gate() if not (ready_only and missing) else 0.0
-    return Retrieval(hits, below_gate(hits, gate), ready, missing)
+    return Retrieval(hits, below, ready, missing, relevance.looked_for(query, settings))
 
 
 def to_hit(r: Ranked, with_code: bool = False) -> Hit:
-    """The wire form of a ranked unit, ``with_code`` its code too."""
+    """The wire form of a ranked unit, ``with_code`` its code and doc too."""
     u = r.unit
     return Hit(
         file=u.file,
@@ -86,6 +92,7 @@ def to_hit(r: Ranked, with_code: bool = False) -> Hit:
         last_author=u.last_author,
         last_date=u.last_date,
         text=u.text if with_code else None,
+        doc=u.doc if with_code else "",
         similarity=r.similarity,
         id=u.id,
     )

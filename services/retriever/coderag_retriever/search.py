@@ -9,7 +9,7 @@ from coderag.embedding import QueryEmbedder, query_embedder, reader_text
 from coderag.schemas import Unit
 from coderag.settings import Settings
 from coderag.store import get_catalog
-from coderag_retriever import learned
+from coderag_retriever import focus, learned
 from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, rrf, vote
 from coderag_retriever.index import RepoIndex, get_index_cache
@@ -19,6 +19,16 @@ from coderag_retriever.routes import PRIOR_ROUTES, ROUTES
 
 POOL = 50
 """Fused candidates kept for expansion, MMR and reranking before the final cut."""
+
+WRAPPER_STATEMENTS = 2
+"""A function whose body is at most this many statements is a thin wrapper when it calls one of
+the other first hits (``delegate``)."""
+
+WRAPPER_REACH = 10
+"""How far down the order a wrapper's callee may be and still be put first."""
+
+CALLABLE_KINDS = frozenset({"function", "method"})
+"""Unit kinds that can be thin wrappers."""
 
 
 @dataclass
@@ -60,6 +70,8 @@ def rank(
     if settings.rerank_model and settings.rerank_top:
         order = rerank(pool, order, confidence, settings, embedder or query_embedder(settings))
         scores = {p: 1.0 / (i + 1) for i, p in enumerate(order)}
+    if settings.wrapper_callee and order:
+        order = delegate(repo, order, pool)
     if settings.mmr_lambda < 1.0:
         order = mmr(order, scores, pool.index.vectors(), settings.mmr_lambda, top_k)
     return [
@@ -72,6 +84,26 @@ def rank(
         )
         for p in order[:top_k]
     ]
+
+
+def delegate(repo: str, order: list[int], pool: Pool) -> list[int]:
+    """The order with the callee first when the first hit is a thin wrapper (a function of at
+    most ``WRAPPER_STATEMENTS`` statements) that calls a hit within ``WRAPPER_REACH`` and the
+    question does not name it: a question that describes the work asks for the unit doing it
+    (issue 31, lever 4)."""
+    first = order[0]
+    unit = pool.index.units[first]
+    if unit.kind not in CALLABLE_KINDS or "exact" in pool.routes.get(first, {}):
+        return order
+    lines = unit.text.splitlines()
+    if len(focus.statements(lines, focus.body_start(lines))) > WRAPPER_STATEMENTS:
+        return order
+    edges = get_catalog().graph().callees(repo, unit.id)
+    callees = {pool.index.position.get(e.callee) for e in edges} - {first, None}
+    for i, p in enumerate(order[1:WRAPPER_REACH], 1):
+        if p in callees:
+            return [p, *order[:i], *order[i + 1 :]]
+    return order
 
 
 def rerank(
@@ -154,8 +186,14 @@ def gather(
     index = get_index_cache().get(catalog, repo)
     if not len(index):
         return None
+    known = index.postings.terms.__contains__ if settings.zh_repo_words else None
     query = Query(
-        repo, text, vocab=settings.zh_vocab, dictionary=settings.zh_dictionary, embedder=embedder
+        repo,
+        text,
+        vocab=settings.zh_vocab,
+        dictionary=settings.zh_dictionary,
+        embedder=embedder,
+        known=known,
     )
     weights = settings.weights()
 
@@ -180,6 +218,7 @@ def gather(
                 vocab=settings.zh_vocab,
                 dictionary=settings.zh_dictionary,
                 embedder=embedder,
+                known=known,
             )
             for name in REWRITE_ROUTES:
                 if weights.get(name, 0.0) > 0:

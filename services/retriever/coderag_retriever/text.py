@@ -4,11 +4,15 @@ Chinese -> English code vocabulary (``vocab_zh.tsv``) so Chinese questions reach
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 
 from coderag.language import HAN_RUN, has_han
 from coderag_retriever import dictionary as cedict
+
+Known = Callable[[str], bool]
+"""Whether a token is in a repository's code (its keyword postings hold it)."""
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -218,32 +222,50 @@ def zh_vocabulary() -> dict[str, tuple[str, ...]]:
     return vocab
 
 
-def zh_terms(text: str, hand: bool = True, dictionary: bool = False) -> list[str]:
-    """English words for the Chinese in ``text``: by longest match against the hand vocabulary
-    (``hand``), then, where it matched nothing, against CC-CEDICT (``dictionary``)."""
+def zh_terms(
+    text: str, hand: bool = True, dictionary: bool = False, known: Known | None = None
+) -> list[str]:
+    """English words for the Chinese in ``text``, in order (``zh_words``, flattened)."""
+    return [w for _, english in zh_words(text, hand, dictionary, known) for w in english]
+
+
+def zh_words(
+    text: str, hand: bool = True, dictionary: bool = False, known: Known | None = None
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The Chinese words of ``text`` with their English, in order: by longest match against the
+    hand vocabulary (``hand``), then, where it matched nothing, against CC-CEDICT
+    (``dictionary``); characters neither covers are left out. With ``known`` (whether a token
+    is in the repository's code), a dictionary word's English is the candidates, over all its
+    senses, that the repository's code uses, at most ``cedict.MAX_WORDS``; its usual glosses
+    where the code uses none."""
     vocab = zh_vocabulary() if hand else {}
     longest = max(map(len, vocab), default=1)
-    out: list[str] = []
+    out: list[tuple[str, tuple[str, ...]]] = []
     for run in HAN_RUN.findall(text):
         i, rest = 0, ""
         while i < len(run):
             for size in range(min(longest, len(run) - i), 0, -1):
                 piece = run[i : i + size]
                 if piece in vocab:
-                    out += _glossed(rest, dictionary) + list(vocab[piece])
+                    out += [*_glossed(rest, dictionary, known), (piece, vocab[piece])]
                     i, rest = i + size, ""
                     break
             else:
                 rest += run[i]
                 i += 1
-        out += _glossed(rest, dictionary)
+        out += _glossed(rest, dictionary, known)
     return out
 
 
-def _glossed(rest: str, dictionary: bool) -> list[str]:
+def _glossed(rest: str, dictionary: bool, known: Known | None) -> list[tuple[str, tuple[str, ...]]]:
     if not (dictionary and rest):
         return []
-    return cedict.gloss(rest, STOP_WORDS, frozenset(ZH_STOP))
+    usual, every = cedict.entries(STOP_WORDS), cedict.candidates(STOP_WORDS)
+    out = []
+    for word in cedict.words_of(rest, STOP_WORDS, frozenset(ZH_STOP)):
+        own = [w for w in every.get(word, ()) if any(map(known, code_tokens(w)))] if known else []
+        out.append((word, tuple(own[: cedict.MAX_WORDS]) or usual[word]))
+    return out
 
 
 def has_chinese(text: str) -> bool:
@@ -262,8 +284,10 @@ def code_tokens(text: str) -> list[str]:
     return out
 
 
-def query_tokens(text: str, vocab: bool = True, dictionary: bool = False) -> list[str]:
+def query_tokens(
+    text: str, vocab: bool = True, dictionary: bool = False, known: Known | None = None
+) -> list[str]:
     """Tokens of a question: code tokens of its Latin words plus the English of its Chinese from
-    the hand vocabulary (``vocab``) and CC-CEDICT (``dictionary``)."""
-    extra = " ".join(zh_terms(text, vocab, dictionary)) if has_chinese(text) else ""
+    the hand vocabulary (``vocab``) and CC-CEDICT (``dictionary``; ``known``: see ``zh_terms``)."""
+    extra = " ".join(zh_terms(text, vocab, dictionary, known)) if has_chinese(text) else ""
     return code_tokens(text + " " + extra)

@@ -1,4 +1,8 @@
-"""The learned refusal rule: a logistic model of "the indexed code does not hold the answer" over
+"""Whether the code holds the answer, decided once per question here and sent with the hits
+(/search's ``below_gate``, /ask's refusal): the learned refusal rule where it applies, else the
+cosine score gate (``coderag.gate``); never when the question names an identifier of the code.
+
+The learned refusal rule: a logistic model of "the indexed code does not hold the answer" over
 what retrieval says about a question (best cosine, the learned ranker's confidence in its first
 hits, how many routes put the first hit near their top, how much of the question the top hits
 mention). Fitted leave-one-corpus-out on the tuning split's answerable and absent questions by
@@ -17,11 +21,13 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from coderag.gate import best_similarity
-from coderag.language import has_han
+from coderag import gate as cosine
+from coderag import words
+from coderag.gate import best_similarity, names_code
+from coderag.language import STOP_EN, has_han
 from coderag.schemas import Hit
 from coderag.settings import Settings
-from coderag_generator.evidence import support
+from coderag_retriever.text import zh_terms, zh_words
 
 MODEL_FILE = Path(__file__).with_name("refusal.json")
 """The shipped model (features, standardisation, weights, threshold, what it was fitted on)."""
@@ -59,6 +65,9 @@ class Model:
     weights: tuple[float, ...]
     bias: float
     threshold: float
+    zh_words: bool = False
+    """Whether ``support`` counts a Chinese question's English words as its own (see
+    ``english``): the model is applied as it was fitted."""
 
     def p_absent(self, values: dict[str, float]) -> float:
         """Probability that the code does not hold the answer."""
@@ -68,8 +77,31 @@ class Model:
         return 1.0 / (1.0 + math.exp(-z))
 
 
-def features(query: str, hits: Sequence[Hit]) -> dict[str, float]:
-    """The model's inputs for a question and its ranked hits (with code, as /retrieve gives)."""
+def english(query: str, settings: Settings) -> list[str]:
+    """The English words the search gives a Chinese question (none for other questions): what
+    its Chinese asks for in the code's words, so ``support`` can read a Chinese question as
+    words, not as whole phrases no code contains."""
+    return zh_terms(query, settings.zh_vocab, settings.zh_dictionary) if has_han(query) else []
+
+
+def looked_for(query: str, settings: Settings) -> list[str]:
+    """What the search looked for, to tell a user whose question was refused: the question's
+    content words, and each Chinese word with the English it was searched by (``订单 (order)``),
+    never a whole Chinese phrase no code could contain."""
+    latin = [w for w in words.WORD.findall(query) if w.lower() not in STOP_EN]
+    if not has_han(query):
+        return list(dict.fromkeys(latin))
+    chinese = [
+        f"{zh} ({', '.join(english)})"
+        for zh, english in zh_words(query, settings.zh_vocab, settings.zh_dictionary)
+    ]
+    return list(dict.fromkeys([*chinese, *latin]))
+
+
+def features(query: str, hits: Sequence[Hit], extra: Sequence[str] = ()) -> dict[str, float]:
+    """The model's inputs for a question and its ranked hits (with code and doc); ``extra``
+    words count as the question's own (``english``)."""
+    wanted = words.terms(query, extra)
     conf = [float(h.confidence or 0.0) for h in hits]
     sims = [float(h.similarity or 0.0) for h in hits[:10]]
     routes = hits[0].routes if hits else {}
@@ -81,7 +113,7 @@ def features(query: str, hits: Sequence[Hit]) -> dict[str, float]:
         "similarity": best_similarity(hits),
         "confidence": conf[0] if conf else 0.0,
         "confidence_gap": conf[0] - conf[1] if len(conf) > 1 else 0.0,
-        "support": max((support(query, h) for h in hits[:TOP]), default=0.0),
+        "support": max((words.support(wanted, h) for h in hits[:TOP]), default=0.0),
         "chinese": float(has_han(query)),
         "routes_agree": sum(1 for rank in routes.values() if rank <= TOP) / 5,
         "similarity_lead": sims[0] - sum(sims) / len(sims) if sims else 0.0,
@@ -105,6 +137,7 @@ def _load(path: str) -> Model | None:
         weights=tuple(raw["weights"]),
         bias=float(raw["bias"]),
         threshold=float(raw["threshold"]),
+        zh_words=bool(raw.get("zh_words", False)),
     )
 
 
@@ -118,3 +151,24 @@ def model_for(settings: Settings, lexical: bool = False) -> Model | None:
     if m is None or settings.gate_space() != "vector2" or settings.embed_model_2 != m.encoder:
         return None
     return m
+
+
+JUDGED = 10
+"""Hits the verdict reads, however many the caller asked for: /search and /ask agree."""
+
+
+def below_gate(query: str, hits: Sequence[Hit], settings: Settings, lexical: bool = False) -> bool:
+    """Whether the hits (best first, with code and doc) probably do not hold the answer: the
+    learned rule's verdict where it applies (``lexical``: the one fitted for a repository whose
+    vector routes do not run yet), else the best cosine under the score gate; never for no hits
+    (that is its own answer), a question naming an identifier of the code, or a gate of 0."""
+    hits = hits[:JUDGED]
+    if not hits or names_code(hits):
+        return False
+    learned = model_for(settings, lexical)
+    # with no vector route running there is no cosine: only a rule fitted on that state decides
+    gate = settings.gate() if learned is not None or not lexical else 0.0
+    if learned is None or gate <= 0:
+        return cosine.below_gate(hits, gate)
+    extra = english(query, settings) if learned.zh_words else []
+    return learned.p_absent(features(query, hits, extra)) >= learned.threshold
