@@ -15,9 +15,9 @@ from rq import Queue
 from rq.job import Job
 from rq.registry import FinishedJobRegistry, StartedJobRegistry
 
-from coderag.schemas import RepoOut
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
+from coderag.store.repos import Repo
 from coderag_app.server import create_app
 from tests.conftest import commit_all
 from tests.procs import RedisServer, free_port, kill9, start_worker, stop, worker_env
@@ -49,12 +49,12 @@ def write_stages(root: Path, modules: int) -> None:
         (root / "svc" / f"stage_{m:03d}.py").write_text(funcs + "\n")
 
 
-def finished_chain(repo: RepoOut) -> bool:
+def finished_chain(repo: Repo) -> bool:
     """Whether a repository's chain ended: complete, or failed."""
     return repo.status == "error" or (repo.status == "ready" and repo.complete)
 
 
-def wait_for(name: str, check: Callable[[RepoOut], bool], timeout: float = 600) -> RepoOut:
+def wait_for(name: str, check: Callable[[Repo], bool], timeout: float = 600) -> Repo:
     """Poll the catalog until ``check`` holds for the repository."""
     deadline = time.monotonic() + timeout
     repo = None
