@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coderag import embedding, queue
+from coderag.jobs import IndexRepo, Parsed
 from coderag.settings import get_settings
 from coderag.store import Database, reset_stores
 from coderag_app.server import load_jobs
@@ -72,6 +73,13 @@ def commit_all(repo: git.Repo, message: str) -> str:
     repo.git.add(A=True)
     repo.index.commit(message, author=git.Actor("Ada", "ada@example.com"))
     return repo.head.commit.hexsha
+
+
+def parse(name: str) -> Parsed:
+    """Index a repository on this thread, its whole chain inline; what its parse found."""
+    out = queue.run_now(IndexRepo(repo=name))
+    assert isinstance(out, Parsed), out
+    return out
 
 
 @contextmanager

@@ -378,8 +378,9 @@ def _holds_sql(path: Path) -> bool:
 
 
 def test_sql_lives_only_under_the_store() -> None:
-    """Every query is a named function of a store module (one per noun: catalog, chain_rows,
-    audit_log, sessions, deliveries, symbols, clusters, embed_cache, stats, graph)."""
+    """Every query is a named function of a store module (one per noun: repos, files, units,
+    chain_rows, audit_log, sessions, deliveries, symbols, clusters, embed_cache, stats,
+    graph, refs)."""
     found = {
         m for m, path in modules().items() if not m.startswith("coderag.store") and _holds_sql(path)
     }
@@ -387,6 +388,42 @@ def test_sql_lives_only_under_the_store() -> None:
     assert not new, f"SQL outside coderag.store (add a named function to a store module): {new}"
     gone = sorted(SQL_OUTSIDE_STORE - found)
     assert not gone, f"no SQL left in these: remove them from SQL_OUTSIDE_STORE: {gone}"
+
+
+RAW_DATABASE_OUTSIDE_STORE = {"coderag_app.transfer"}
+"""Modules outside ``coderag.store`` that open databases themselves: ``copy-database`` moves a
+whole database between two URLs (and is no service's, so it stays in the composition root)."""
+
+RAW_DATABASE_NAMES = {"Database", "Tx", "Row", "Result"}
+"""The store's own handle, transaction and row types."""
+
+
+def _reaches_the_database(path: Path) -> list[str]:
+    """Where a module reads a catalog's ``db`` or imports the database's handle types."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr == "db":
+            found.append(f"{path.name}:{node.lineno} .db")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("coderag.store"):
+            names = {a.name for a in node.names} & RAW_DATABASE_NAMES
+            found += [f"{path.name}:{node.lineno} {n}" for n in sorted(names)]
+    return found
+
+
+def test_no_raw_database_handle_outside_the_store() -> None:
+    """Code outside ``coderag.store`` reads and writes through the catalog's named methods (its
+    one face), never through the database handle behind it."""
+    found = {
+        m: where
+        for m, path in modules().items()
+        if m.split(".")[0] != "tests"
+        and not m.startswith("coderag.store")
+        and (where := _reaches_the_database(path))
+    }
+    new = {m: w for m, w in found.items() if m not in RAW_DATABASE_OUTSIDE_STORE}
+    assert not new, f"the database reached past the catalog (add a store method): {new}"
+    gone = sorted(RAW_DATABASE_OUTSIDE_STORE - set(found))
+    assert not gone, f"no raw database use left: remove from RAW_DATABASE_OUTSIDE_STORE: {gone}"
 
 
 def test_every_data_file_of_a_package_ships_with_it() -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.store import get_catalog
-from coderag.store.graph import Graph
 
 
 def _index(root: Path, files: dict[str, str], name: str = "g") -> dict[str, str]:
@@ -35,7 +34,7 @@ def test_python_calls_imports_refs_and_tests(tmp_path: Path) -> None:
             ),
         },
     )
-    graph = Graph(get_catalog().db)
+    graph = get_catalog().graph()
     callees = {e.callee for e in graph.callees("g", ids["Service.run"])}
     assert callees == {ids["Service.step"], ids["helper"]}
     callers = {e.caller for e in graph.callers("g", ids["helper"])}
@@ -64,7 +63,7 @@ def test_go_receiver_types_pick_the_right_method(tmp_path: Path) -> None:
         },
         name="go",
     )
-    graph = Graph(get_catalog().db)
+    graph = get_catalog().graph()
     targets = {e.callee for e in graph.callees("go", ids["(*Service).ProcessOrder"])}
     assert targets == {ids["(*Service).logOrderProcessed"]}
 

@@ -25,7 +25,7 @@ from fastapi.testclient import TestClient
 
 from coderag import queue
 from coderag.settings import get_settings
-from coderag.store import chain_rows, get_catalog
+from coderag.store import get_catalog
 from coderag_app.server import create_app
 from coderag_parser import trees
 from coderag_retriever import selfcheck
@@ -205,7 +205,7 @@ def test_no_program_a_repository_configures_ever_runs(
         )
         assert client.post("/repos/shop/reindex").status_code == 202
         assert wait_ready(client, "shop", timeout=600)["status"] == "ready"
-        assert "shop/orders.py" in chain_rows.dirty_files(get_catalog().db, "shop")
+        assert "shop/orders.py" in get_catalog().dirty_files("shop")
         symbols = {u.symbol for u in get_catalog().units("shop", ["shop/orders.py"])}
         assert "order_total" in symbols
         assert marks_left(marks) == [], "the dirty check or reindex ran the repository's programs"

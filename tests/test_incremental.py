@@ -12,7 +12,7 @@ from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.store import get_catalog, get_vectors
 from coderag_embedder.encoder import get_encoders
-from tests.conftest import FIXTURES, commit_all
+from tests.conftest import FIXTURES, commit_all, parse
 
 
 def snapshot(repo: str) -> dict:
@@ -63,8 +63,8 @@ def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
     first = commit_all(repo, "first")
     cat = get_catalog()
     cat.create_repo("inc", str(root), None, None)
-    out = run_now(IndexRepo(repo="inc"))
-    assert out["full_walk"] and cat.get_repo("inc").commit == first
+    out = parse("inc")
+    assert out.full_walk and cat.get_repo("inc").commit == first
     cached = lambda: cat.db.read("SELECT COUNT(*) FROM embed_cache")[0][0]  # noqa: E731
 
     # 1. edit one Go method
@@ -72,8 +72,8 @@ def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
     go.write_text(go.read_text().replace('return "orders"', 'return "orders-v2"'))
     edit = commit_all(repo, "rename the service")
     before = cached()
-    out = run_now(IndexRepo(repo="inc"))
-    assert not out["full_walk"] and out["files"] == ["go/sample.go"]
+    out = parse("inc")
+    assert not out.full_walk and out.files == ["go/sample.go"]
     assert cached() == before + len(get_encoders())  # only the edited method was encoded
     name_unit = next(u for u in cat.units("inc", ["go/sample.go"]) if u.symbol == "Service.Name")
     assert name_unit.last_commit == edit and name_unit.last_author == "Ada"
@@ -86,10 +86,10 @@ def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
     repo.git.mv("typescript/sample.ts", "typescript/client.ts")
     commit_all(repo, "refunds, drop java, rename client")
     before = cached()
-    out = run_now(IndexRepo(repo="inc"))
-    assert not out["full_walk"]
-    assert sorted(out["files"]) == ["python/refunds.py", "typescript/client.ts"]
-    assert out["removed"] == ["java/Sample.java", "typescript/sample.ts"]
+    out = parse("inc")
+    assert not out.full_walk
+    assert sorted(out.files) == ["python/refunds.py", "typescript/client.ts"]
+    assert out.removed == ["java/Sample.java", "typescript/sample.ts"]
     # only refund() is encoded (by each encoder): the renamed file's units hit the cache
     assert cached() == before + len(get_encoders())
     assert {u.symbol for u in cat.units("inc", ["typescript/client.ts"])} >= {"UserClient.load"}
@@ -107,8 +107,8 @@ def test_incremental_updates_equal_a_full_index(tmp_path: Path) -> None:
     # 4. a .gitignore change excludes a directory: a full walk drops its files
     (root / ".gitignore").write_text("go/\n")
     commit_all(repo, "ignore go")
-    out = run_now(IndexRepo(repo="inc"))
-    assert out["full_walk"] and "go/sample.go" in out["removed"]
+    out = parse("inc")
+    assert out.full_walk and "go/sample.go" in out.removed
 
     incremental = snapshot("inc")
     cat.create_repo("full", str(root), None, None)

@@ -37,8 +37,21 @@ def test_a_payload_with_an_unknown_or_missing_field_is_refused_before_queueing()
         IndexRepo(repos="svc")  # type: ignore[call-arg]
     with pytest.raises(ValidationError, match="repo"):
         EmbedFiles(files=["a.py"])  # type: ignore[call-arg]
-    with pytest.raises(ValidationError, match="vectors"):
-        perform(RefreshRepo.job, {"repo": "svc", "vectors": "many"})
+    with pytest.raises(ValidationError, match="lease"):
+        perform(RefreshRepo.job, {"repo": "svc", "lease": ["many"]})
+
+
+def test_a_job_queued_by_an_older_version_runs_without_the_fields_since_dropped() -> None:
+    old = {"repo": "svc", "registration": "r", "lease": "t", "files": ["a.py"], "removed": [],
+           "stale_ids": [], "commit": "abc", "full_walk": False, "vectors": 3}  # fmt: skip
+    assert RefreshRepo.from_queue(old) == RefreshRepo(
+        repo="svc", registration="r", lease="t", commit="abc"
+    )
+
+
+def test_a_handler_takes_only_its_own_job_model() -> None:
+    with pytest.raises(TypeError, match="runs RefreshRepo, not IndexRepo"):
+        jobs.handler(RefreshRepo.job)(IndexRepo(repo="svc"))
 
 
 def test_an_unknown_job_name_or_a_job_nobody_here_runs_says_so(

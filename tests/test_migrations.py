@@ -3,17 +3,21 @@ migrations existed is adopted without losing a row, and the migrations ship in t
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
+import time
 import tomllib
 from fnmatch import fnmatch
 from pathlib import Path
 
 import sqlalchemy as sa
+from alembic import command
 
 from coderag import audit
 from coderag.store import Catalog, Database, migrate
-from coderag.store import sessions as session_store
+from coderag.store.database import url_of
+from coderag.store.repos import SpaceProgress
 from tests.old_schema import OLD_ADDED_COLUMNS, OLD_SCHEMA, OLD_SESSIONS
 from tests.test_store import audit_row
 
@@ -65,13 +69,17 @@ def _adopt(path: Path) -> None:
         assert catalog.file_versions("old") == {"a.py": "sha"}  # blamed: the default 1
         assert [u.text for u in catalog.units("old")] == ["def f(): pass"]
         assert db.read("SELECT vector FROM embed_cache")[0][0] == b"\x00\xff"
-        assert session_store.owner(db, "s", "bob") == "alice"
-        assert [t["content"] for t in session_store.last_turns(db, "s", "old", 5)] == ["hi"]
+        assert Catalog(db).sessions.owner("s", "bob") == "alice"
+        assert [t.content for t in Catalog(db).sessions.last_turns("s", "old", 5)] == ["hi"]
         # the old row keeps its id and timestamp; a new one follows it
         audit_row(catalog, "bob")
         lines = list(audit.export_csv(catalog, None, None))
         assert [ln.split(",")[2] for ln in lines[1:3]] == ["alice", "bob"]
-        catalog.update_repo("old", vectors_mark="clean:x", pending=1)
+        now = time.time()  # a lease that ends at once: the second adoption claims it again
+        assert catalog.chains.claim("old", "t", now, now) == "t"
+        catalog.chains.mark_vectors_clean("old", catalog.registration("old"), "x")
+        catalog.chains.open_vector_chain("old", "t")
+        assert catalog.chains.vectors_follow_chain("old", "t", "x")
         assert migrate.current(db.engine.connect()) == migrate.heads()
     finally:
         db.close()
@@ -89,8 +97,12 @@ def test_a_file_older_still_gains_the_added_columns(tmp_path: Path) -> None:
     columns = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(repos)")}
     assert "uid" not in columns and "stages" not in columns
     _adopt(path)
-    columns = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(repos)")}
-    assert {c for t, c in OLD_ADDED_COLUMNS if t == "repos"} <= columns
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        columns = {
+            r[1] for t in ("repos", "chains") for r in conn.execute(f"PRAGMA table_info({t})")
+        }
+    # the chain's columns were added to repos, then moved to chains (revision 0003)
+    assert {c for t, c in OLD_ADDED_COLUMNS if t == "repos"} | {"repo"} <= columns
 
 
 def test_a_new_database_is_created_at_the_head_revision(database_target: Path | str) -> None:
@@ -121,3 +133,45 @@ def test_the_migrations_are_package_data() -> None:
     ]
     assert "store/migrations/env.py" in shipped and len(shipped) >= 3
     assert [f for f in shipped if not any(fnmatch(f, pat) for pat in patterns)] == []
+
+
+def test_the_chain_columns_move_to_a_table_of_their_own_and_back(
+    database_target: Path | str,
+) -> None:
+    """Revision 0003 moves a chain's lease, restarts, stages and vectors mark from ``repos`` to
+    ``chains`` with their values, and its downgrade puts them back."""
+    engine = sa.create_engine(url_of(database_target))
+    try:
+        with engine.begin() as conn:
+            command.upgrade(migrate.config(conn), "0002")
+            conn.execute(
+                sa.text(
+                    "INSERT INTO repos (name, status, complete, lease_owner, lease_until, "
+                    "pending, attempts, stages, vectors_mark) VALUES ('r', 'ready', 0, 'tok', "
+                    ":until, 0, 1, :stages, 'chain:tok:m')"
+                ),
+                {"until": time.time() + 600, "stages": '{"vector": {"done": 3, "total": 5}}'},
+            )
+        db = Database(database_target)
+        try:
+            catalog = Catalog(db)
+            assert catalog.get_repo("r").stages == {"vector": SpaceProgress(3, 5)}
+            assert catalog.chains.vectors_follow_chain("r", "tok", "m")
+            assert [(u.name, u.attempts) for u in catalog.chains.unfinished(("queued",))] == [
+                ("r", 1)
+            ]
+            assert catalog.chains.claim("r", "next", time.time(), time.time() + 60) is None
+            columns = {c["name"] for c in sa.inspect(db.engine).get_columns("repos")}
+            assert "lease_owner" not in columns and "stages" not in columns
+        finally:
+            db.close()
+        with engine.begin() as conn:
+            command.downgrade(migrate.config(conn), "0002")
+        with engine.connect() as conn:
+            row = conn.execute(
+                sa.text("SELECT lease_owner, pending, attempts, vectors_mark FROM repos")
+            ).one()
+            assert tuple(row) == ("tok", 1, 1, "chain:tok:m")  # the claim marked it pending
+            assert "chains" not in sa.inspect(conn).get_table_names()
+    finally:
+        engine.dispose()

@@ -18,6 +18,7 @@ from coderag.chain import route_readiness
 from coderag.eta import eta_seconds
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
+from coderag.store.repos import SpaceProgress
 from coderag_app.server import create_app
 from coderag_embedder import tasks as embed_tasks
 
@@ -126,14 +127,17 @@ def test_route_readiness_and_eta_from_stage_state() -> None:
         "vector2": {"done": 0, "total": None, "started": None},
     }
     routes = ["vector", "vector2", "keyword", "symbol", "exact", "cluster"]
-    assert route_readiness(state, False, routes) == (
+    stages = {s: SpaceProgress(e["done"], e["total"]) for s, e in state.items()}
+    assert route_readiness(stages, False, routes) == (
         ["keyword", "symbol", "exact"],
         ["vector", "vector2", "cluster"],
     )
-    assert route_readiness(state, True, routes) == (routes, [])
+    assert route_readiness(stages, True, routes) == (routes, [])
     eta = eta_seconds(state, False)
     # 60 left in the running space and 100 owed by the next, at about 2 per second
     assert eta is not None and 70 < eta < 90, eta
     assert eta_seconds(state, True) is None
-    done = {"vector": {"done": 100, "total": 100, "started": now - 5}}
-    assert route_readiness(done, False, ["vector"]) == (["vector"], [])
+    assert route_readiness({"vector": SpaceProgress(100, 100)}, False, ["vector"]) == (
+        ["vector"],
+        [],
+    )

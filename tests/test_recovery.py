@@ -15,9 +15,9 @@ from rq import Queue
 from rq.job import Job
 from rq.registry import FinishedJobRegistry, StartedJobRegistry
 
-from coderag.schemas import RepoOut
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
+from coderag.store.repos import Repo
 from coderag_app.server import create_app
 from tests.conftest import commit_all
 from tests.procs import RedisServer, free_port, kill9, start_worker, stop, worker_env
@@ -49,12 +49,12 @@ def write_stages(root: Path, modules: int) -> None:
         (root / "svc" / f"stage_{m:03d}.py").write_text(funcs + "\n")
 
 
-def finished_chain(repo: RepoOut) -> bool:
+def finished_chain(repo: Repo) -> bool:
     """Whether a repository's chain ended: complete, or failed."""
     return repo.status == "error" or (repo.status == "ready" and repo.complete)
 
 
-def wait_for(name: str, check: Callable[[RepoOut], bool], timeout: float = 600) -> RepoOut:
+def wait_for(name: str, check: Callable[[Repo], bool], timeout: float = 600) -> Repo:
     """Poll the catalog until ``check`` holds for the repository."""
     deadline = time.monotonic() + timeout
     repo = None
@@ -244,9 +244,8 @@ def test_a_server_restart_mid_index_heals_at_start_up(
     catalog = get_catalog()
     catalog.create_repo("restarted", str(root), None, None)
     # what a server killed mid-index leaves: indexing, with a lease its dead process held
-    catalog.update_repo(
-        "restarted", status="indexing", lease_owner="dead", lease_until=time.time() + 3600
-    )
+    catalog.update_repo("restarted", status="indexing")
+    assert catalog.chains.claim("restarted", "dead", time.time(), time.time() + 3600) == "dead"
     from tests.conftest import wait_ready
 
     with TestClient(create_app()) as client:

@@ -13,7 +13,7 @@ from rq import Queue, SimpleWorker
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
 from coderag.settings import get_settings
-from coderag.store import chain_rows, get_catalog, get_vectors
+from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import VectorStore, make_client
 from coderag_app.server import create_app
 from coderag_embedder.encoder import get_encoder
@@ -86,6 +86,6 @@ def test_reindex_restores_missing_vectors(sample_repo: Path) -> None:
     get_vectors().upsert("heal", ["orphan"], get_encoder().encode(["gone"]), [{"file": "gone.py"}])
     # one lost and one orphan keep the count: what makes the next chain look is the mark an
     # embedder that failed mid-write leaves
-    chain_rows.open_vector_chain(get_catalog().db, "heal", "a-chain-that-died")
+    get_catalog().chains.open_vector_chain("heal", "a-chain-that-died")
     run_now(IndexRepo(repo="heal"))
     assert get_vectors().ids("heal") == unit_ids, "the missing vector back, the orphan gone"

@@ -84,7 +84,7 @@ def test_follow_up_is_rewritten_and_retrieves_the_unit(
     assert first["file"] == GO[0] and 10 <= first["start_line"] <= first["end_line"] <= 16
     assert f"FILE: {GO[0]}:{first['start_line']}-{first['end_line']}" in zh["answer"]
 
-    turns = conversation.recent(get_catalog().db, "t1", "s", limit=100)
+    turns = conversation.recent(get_catalog(), "t1", "s", limit=100)
     assert [t.role for t in turns] == ["user", "assistant"] * 3
     assert turns[2].content == "what about its error handling?"
     assert turns[2].query == retrieval["query"]
@@ -100,7 +100,7 @@ def test_follow_up_is_rewritten_and_retrieves_the_unit(
         client.post("/ask", json={"query": "who calls it?", "repo": "s"}).json()["session_id"]
         is None
     )
-    assert len(conversation.recent(get_catalog().db, "other", "s", limit=100)) == 2
+    assert len(conversation.recent(get_catalog(), "other", "s", limit=100)) == 2
 
 
 @pytest.mark.parametrize(

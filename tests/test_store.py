@@ -12,8 +12,9 @@ import pytest
 from coderag import audit
 from coderag.errors import Conflict, NotFound
 from coderag.schemas import Unit
-from coderag.store import Catalog, Database, chain_rows
-from coderag.store import sessions as session_store
+from coderag.store import Catalog, Database, refs
+from coderag.store.chain_rows import Unfinished
+from coderag.store.files import IndexedFile
 
 
 def unit(file: str, start: int, symbol: str, text: str = "pass", is_test: bool = False) -> Unit:
@@ -95,7 +96,8 @@ def test_files_units_symbols_calls_replace_blame_and_remove(db: Database) -> Non
     assert catalog.unblamed_files("r") == ["a.py", "t.py"]
     assert catalog.counts("r") == (2, 3)
     assert catalog.file_lines("r", "a.py") == 12 and catalog.file_lines("r", "x.py") is None
-    assert tuple(catalog.file_row("r", "t.py")) == ("python", 3)
+    assert catalog.indexed_file("r", "t.py") == IndexedFile("python", 3)
+    assert catalog.indexed_file("r", "x.py") is None
     assert catalog.units("r") == units
     assert catalog.units("r", ["t.py", "a.py"]) == [units[2], units[0], units[1]]
     assert catalog.units_by_id([units[1].id, "missing"]) == {units[1].id: units[1]}
@@ -132,7 +134,7 @@ def test_history_skipped_files_and_delete(db: Database) -> None:
     counts = catalog.set_skipped("r", {"big.bin": "too large"}, ["big.bin", "x.min.js"])
     assert counts == {"too large": 1}
     assert catalog.get_repo("r").skipped_by_reason == {"too large": 1}
-    session_store.add_turns(db, "s", "r", [("user", "q", "{}")], keep=10)
+    catalog.sessions.add_turns("s", "r", [("user", "q", "{}")], keep=10)
     catalog.delete_repo("r")
     for table in ("units", "files", "symbols", "calls", "imports", "file_history"):
         assert db.read(f"SELECT COUNT(*) FROM {table}")[0][0] == 0, table
@@ -141,22 +143,58 @@ def test_history_skipped_files_and_delete(db: Database) -> None:
 
 
 def test_the_lease_claims_renews_beats_and_finishes(db: Database) -> None:
-    Catalog(db).create_repo("r", "/src/r", None, None)
+    catalog = Catalog(db)
+    catalog.create_repo("r", "/src/r", None, None)
     now = time.time()
-    assert chain_rows.claim(db, "r", "one", now, now + 60) == "one"
-    assert chain_rows.claim(db, "r", "two", now, now + 60) is None  # held: a reindex is pending
-    assert chain_rows.claim(db, "gone", "two", now, now + 60) is None
-    assert chain_rows.renew(db, "r", "one", now + 120)
-    assert not chain_rows.renew(db, "r", "two", now + 120)
-    chain_rows.beat(db, "r", "one", now + 180)
-    lease = db.read("SELECT lease_owner, lease_until, pending FROM repos WHERE name='r'")[0]
+    assert catalog.chains.claim("r", "one", now, now + 60) == "one"
+    assert catalog.chains.claim("r", "two", now, now + 60) is None  # held: a reindex is pending
+    assert catalog.chains.claim("gone", "two", now, now + 60) is None
+    assert catalog.chains.renew("r", "one", now + 120)
+    assert not catalog.chains.renew("r", "two", now + 120)
+    catalog.chains.beat("r", "one", now + 180)
+    lease = db.read("SELECT lease_owner, lease_until, pending FROM chains WHERE repo='r'")[0]
     assert (lease["lease_owner"], lease["pending"]) == ("one", 1)
     assert lease["lease_until"] == pytest.approx(now + 180, abs=1e-3)  # a double, not a real
-    assert not chain_rows.finish(db, "r", "two")
-    assert chain_rows.finish(db, "r", "one")  # the pending reindex
-    assert chain_rows.claim(db, "r", "two", now, now + 60) == "two"
-    chain_rows.release(db, "r", "two")
-    assert chain_rows.claim(db, "r", "three", now, now + 60) == "three"
+    assert not catalog.chains.finish("r", "two")
+    assert catalog.chains.finish("r", "one")  # the pending reindex
+    assert catalog.chains.claim("r", "two", now, now + 60) == "two"
+    catalog.chains.release("r", "two")
+    assert catalog.chains.claim("r", "three", now, now + 60) == "three"
+
+
+def test_refs_rows_and_a_dead_chains_restarts(db: Database) -> None:
+    catalog = Catalog(db)
+    catalog.create_repo("r", "/src/r", None, "main")
+    ref = refs.add(catalog, "r", "dev")
+    assert (ref.ref_of, ref.branch, ref.status, ref.path) == ("r", "dev", "queued", "/src/r")
+    assert ref.progress == "waiting for 'r' to finish indexing"
+    assert catalog.is_ref_of(ref.name, "r") and not catalog.is_ref_of("r", "r")
+    assert catalog.refs_never_indexed() == {ref.name: "r"}
+    now = time.time()
+    assert catalog.refs_waiting_on("r", now) == [ref.name]
+    assert catalog.chains.claim(ref.name, "t", now, now + 60) == "t"
+    assert catalog.refs_waiting_on("r", now) == []  # its chain has started
+    assert catalog.refs_waiting_on("r", now + 120) == [ref.name]  # and died
+    assert [r.ref_of for r in catalog.list_repos()] == [None, "r"]
+    assert refs.of(catalog, "r") == [catalog.get_repo(ref.name)]
+
+    # a ref forks its repository's complete index, never while a chain of it holds the lease
+    assert not refs.fork(catalog, "r", ref.name)  # not complete yet
+    assert catalog.chains.publish_complete("r", catalog.registration("r"), 0, 0, "c0ffee")
+    assert catalog.chains.claim("r", "busy", now, now + 60) == "busy"
+    assert not refs.fork(catalog, "r", ref.name)
+    catalog.chains.release("r", "busy")
+    assert refs.fork(catalog, "r", ref.name)
+    assert catalog.get_repo(ref.name).commit == "c0ffee"
+    assert catalog.chains.finish("r", "busy") is False  # nothing was pending
+
+    catalog.update_repo("r", status="queued")
+    catalog.chains.set_attempts("r", 2)  # healing: started again, its lease let go
+    assert Unfinished("r", None, 2, None) in catalog.chains.unfinished(("queued",))
+    catalog.chains.give_up("r", "died twice")
+    repo = catalog.get_repo("r")
+    assert (repo.status, repo.error) == ("error", "died twice")
+    assert [u.name for u in catalog.chains.unfinished(("queued",))] == [ref.name]
 
 
 def test_publishing_stages_and_the_vectors_mark(db: Database) -> None:
@@ -164,25 +202,25 @@ def test_publishing_stages_and_the_vectors_mark(db: Database) -> None:
     catalog.create_repo("r", "/src/r", None, None)
     uid = catalog.registration("r")
     catalog.update_repo("r", status="indexing", dirty='["a.py"]')
-    assert [r["name"] for r in chain_rows.unfinished(db, ("indexing", "queued"))] == ["r"]
-    assert chain_rows.dirty_files(db, "r") == {"a.py"}
-    assert chain_rows.publish_keywords(db, "r", uid, 2, 5, {"vector": {"done": 0, "total": 5}})
-    assert not chain_rows.publish_keywords(db, "r", "stale", 2, 5, {})
-    chain_rows.advance(db, "r", "vector", 3, 5)
+    assert [r.name for r in catalog.chains.unfinished(("indexing", "queued"))] == ["r"]
+    assert catalog.dirty_files("r") == {"a.py"}
+    assert catalog.chains.publish_keywords("r", uid, 2, 5, {"vector": {"done": 0, "total": 5}})
+    assert not catalog.chains.publish_keywords("r", "stale", 2, 5, {})
+    catalog.chains.advance("r", "vector", 3, 5)
     repo = catalog.get_repo("r")
     assert (repo.status, repo.complete) == ("ready", False)
     assert (repo.stages["vector"].done, repo.stages["vector"].total) == (3, 5)
-    assert [r["name"] for r in chain_rows.unfinished(db, ("indexing",))] == ["r"]
-    chain_rows.mark_vectors_clean(db, "r", uid, "minilm")
-    chain_rows.open_vector_chain(db, "r", "tok")
-    assert chain_rows.vectors_follow_chain(db, "r", "tok", "minilm")
-    assert not chain_rows.vectors_follow_chain(db, "r", "other", "minilm")
-    chain_rows.open_vector_chain(db, "r", "next")  # the last chain left no clean mark
-    assert not chain_rows.vectors_follow_chain(db, "r", "next", "minilm")
-    assert chain_rows.publish_complete(db, "r", uid, 2, 5, "c0ffee")
+    assert [r.name for r in catalog.chains.unfinished(("indexing",))] == ["r"]
+    catalog.chains.mark_vectors_clean("r", uid, "minilm")
+    catalog.chains.open_vector_chain("r", "tok")
+    assert catalog.chains.vectors_follow_chain("r", "tok", "minilm")
+    assert not catalog.chains.vectors_follow_chain("r", "other", "minilm")
+    catalog.chains.open_vector_chain("r", "next")  # the last chain left no clean mark
+    assert not catalog.chains.vectors_follow_chain("r", "next", "minilm")
+    assert catalog.chains.publish_complete("r", uid, 2, 5, "c0ffee")
     repo = catalog.get_repo("r")
     assert (repo.complete, repo.commit, catalog.published("r")[0]) == (True, "c0ffee", 2)
-    assert chain_rows.unfinished(db, ("indexing",)) == []
+    assert catalog.chains.unfinished(("indexing",)) == []
 
 
 def test_a_failed_write_rolls_back_and_the_next_one_runs(db: Database) -> None:

@@ -9,11 +9,9 @@ from pathlib import Path
 import git
 import pytest
 
-from coderag.jobs import IndexRepo
-from coderag.queue import run_now
 from coderag.store import get_catalog
 from coderag_parser.files import read_source, regular_file
-from tests.conftest import commit_all
+from tests.conftest import commit_all, parse
 
 
 @pytest.fixture(autouse=True)
@@ -46,15 +44,14 @@ def test_links_committed_after_a_full_index_are_not_read_on_the_next_push(
     commit_all(repo, "first")
     cat = get_catalog()
     cat.create_repo("links", str(root), None, None)
-    assert run_now(IndexRepo(repo="links"))["full_walk"]
+    assert parse("links").full_walk
 
     os.symlink(outside / "passwd.py", root / "pkg" / "passwd.py")
     os.symlink(other / "private.py", root / "pkg" / "borrowed.py")
     os.symlink(other, root / "linked_dir")
     (root / "pkg" / "app.py").write_text("def main():\n    return 2\n")
     commit_all(repo, "links to files outside")
-    out = run_now(IndexRepo(repo="links"))
-    assert not out["full_walk"], "the push takes the incremental path"
+    assert not parse("links").full_walk, "the push takes the incremental path"
     assert set(cat.file_shas("links")) == {"pkg/app.py"}
     text = indexed_text("links")
     assert "return 2" in text
@@ -63,13 +60,13 @@ def test_links_committed_after_a_full_index_are_not_read_on_the_next_push(
     # dirty (uncommitted) links in the work tree are candidates too
     os.symlink(outside / "passwd.py", root / "pkg" / "dirty_link.py")
     (root / "pkg" / "app.py").write_text("def main():\n    return 3\n")
-    run_now(IndexRepo(repo="links"))
+    parse("links")
     assert set(cat.file_shas("links")) == {"pkg/app.py"}
     assert "ROOT_SECRET_OUTSIDE" not in indexed_text("links")
 
     # and a full walk (after an error the next index walks everything) skips them as well
     cat.update_repo("links", status="error")
-    assert run_now(IndexRepo(repo="links"))["full_walk"]
+    assert parse("links").full_walk
     assert set(cat.file_shas("links")) == {"pkg/app.py"}
 
 

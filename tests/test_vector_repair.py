@@ -12,10 +12,10 @@ import git
 import numpy as np
 import pytest
 
-from coderag.jobs import IndexRepo
+from coderag.jobs import IndexRepo, Parsed
 from coderag.queue import run_now
 from coderag.settings import get_settings
-from coderag.store import chain_rows, get_catalog, get_vectors
+from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import VectorStore, collection_name
 from coderag_embedder.encoder import get_encoder
 from tests.conftest import commit_all
@@ -56,10 +56,10 @@ def test_repair_fixes_stale_hashless_missing_and_orphaned_vectors(sample_repo: P
     col.delete(ids=[missing])
     col.upsert(ids=["orphan"], embeddings=[wrong.tolist()], metadatas=[{"file": "gone.py"}])
     # what a chain that died mid-write leaves behind: its mark, never made clean
-    chain_rows.open_vector_chain(cat.db, "agree", "a-chain-that-died")
+    cat.chains.open_vector_chain("agree", "a-chain-that-died")
 
     out = run_now(IndexRepo(repo="agree"))  # nothing changed on disk: only the repair works
-    assert out["files"] == []
+    assert isinstance(out, Parsed) and out.files == []
     assert get_vectors().hashes("agree") == expected
     fixed = col.get(ids=[stale, hashless], include=["embeddings"])
     for i, e in zip(fixed["ids"], fixed["embeddings"], strict=True):
@@ -85,11 +85,11 @@ def test_a_chain_from_matching_collections_writes_only_its_changes(
     target.write_text(target.read_text() + "\n\ndef added_later(x):\n    return x * 2\n")
     commit_all(git.Repo(sample_repo), "one file")
     out = run_now(IndexRepo(repo="steady"))
-    assert out["files"] == [str(target.relative_to(sample_repo))]
+    assert isinstance(out, Parsed) and out.files == [str(target.relative_to(sample_repo))]
     assert reads == [], "a one-file commit read every vector of the repository"
     assert whole(get_vectors(), "steady") == cat.unit_hashes("steady")
 
-    chain_rows.open_vector_chain(cat.db, "steady", "a-chain-that-died")
+    cat.chains.open_vector_chain("steady", "a-chain-that-died")
     run_now(IndexRepo(repo="steady"))
     assert reads == ["steady"], "after a chain that died, every vector is compared"
     assert whole(get_vectors(), "steady") == cat.unit_hashes("steady")

@@ -32,9 +32,9 @@ from rq.registry import StartedJobRegistry
 
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
-from coderag.schemas import RepoOut
 from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors, reset_stores
+from coderag.store.repos import Repo
 from coderag_app.server import create_app
 from coderag_parser import gitsync
 from coderag_parser.trees import TREES_DIR
@@ -347,10 +347,10 @@ def test_a_parser_clone_left_by_another_origin_is_cloned_again(
     monkeypatch.setenv("CODERAG_URL_SCHEMES", "file")
     get_settings.cache_clear()
     data = Path(os.environ["CODERAG_DATA_DIR"])
-    stale = gitsync.checkout(RepoOut(name="r", status="queued", url=first.as_uri()), data)
+    stale = gitsync.checkout(Repo(name="r", status="queued", url=first.as_uri()), data)
     assert (stale / "app" / "ledger.py").is_file()
     # the name was deleted on the API host and registered again with another URL
-    fresh = gitsync.checkout(RepoOut(name="r", status="queued", url=other.as_uri()), data)
+    fresh = gitsync.checkout(Repo(name="r", status="queued", url=other.as_uri()), data)
     assert fresh == stale and (fresh / "pkg" / "main.go").is_file()
     assert not (fresh / "app").exists()
 

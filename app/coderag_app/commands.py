@@ -22,6 +22,7 @@ def cmd_repos(args: argparse.Namespace) -> int:
     """List the repositories with status, files, units and last commit."""
     # imported here so that `coderag --help` and every other command start fast
     from coderag.store import get_catalog
+    from coderag_parser.states import repo_out
 
     repos = get_catalog().list_repos()
     lines = [
@@ -29,7 +30,7 @@ def cmd_repos(args: argparse.Namespace) -> int:
         f"{r.skipped:>5} skipped  {(r.commit or '-')[:12]}  {r.path or r.url or ''}"
         for r in repos
     ]
-    _emit(args, [r.model_dump() for r in repos], lines or ["no repositories"])
+    _emit(args, [repo_out(r).model_dump() for r in repos], lines or ["no repositories"])
     return 0
 
 
@@ -40,6 +41,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from coderag.queue import enqueue, run_now
     from coderag.store import get_catalog
     from coderag_app.server import load_jobs
+    from coderag_parser.states import repo_out
 
     catalog = get_catalog()
     catalog.get_repo(args.name)
@@ -55,7 +57,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         f"{repo.name}: {repo.status}, {repo.files} files, {repo.units} units, "
         f"commit {repo.commit or '-'}" + (f", error: {repo.error}" if repo.error else "")
     )
-    _emit(args, repo.model_dump(), [line])
+    _emit(args, repo_out(repo).model_dump(), [line])
     return 0 if repo.status == "ready" else 1
 
 

@@ -37,11 +37,11 @@ def _dependencies(settings: Settings, catalog: Catalog) -> dict[str, str]:
     """Each dependency's state: ok, in-process, or what failed."""
     deps: dict[str, str] = {}
     try:
-        catalog.db.ping()
-        deps[catalog.db.dialect] = "ok"  # "sqlite" or "postgresql"
+        catalog.ping()
+        deps[catalog.dialect] = "ok"  # "sqlite" or "postgresql"
     except Exception as exc:
         cause = exc.__cause__ or exc  # the driver's own words, for the admin
-        deps[catalog.db.dialect] = f"error: {cause}"
+        deps[catalog.dialect] = f"error: {cause}"
     deps["chroma"] = "ok" if get_vectors(settings).heartbeat() else "unreachable"
     if settings.redis_url:
         try:
@@ -77,7 +77,7 @@ def export_audit(
     """The audit log as CSV, optionally between two times (admin)."""
     audit.parse_time(since, "since")
     audit.parse_time(until, "until")
-    catalog.db.ping()  # a database that is down is a 503 here, not a 200 cut short
+    catalog.ping()  # a database that is down is a 503 here, not a 200 cut short
     return StreamingResponse(
         audit.export_csv(catalog, since, until),
         media_type="text/csv",

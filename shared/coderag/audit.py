@@ -66,7 +66,7 @@ def record(
         round(response_ms, 2),
         status,
     )
-    audit_log.insert(catalog.db, row)
+    catalog.audit_log.insert(row)
     if (call := current_call.get()) is not None:
         call["recorded"] = True
     for observe in observers:
@@ -98,7 +98,7 @@ def export_csv(catalog: Catalog, since: str | None, until: str | None) -> Iterat
     writer = csv.writer(buf)
     writer.writerow(CSV_COLUMNS)
     yield buf.getvalue()
-    for row in audit_log.rows(catalog.db, CSV_COLUMNS, lo, hi):
+    for row in catalog.audit_log.rows(CSV_COLUMNS, lo, hi):
         buf.seek(0)
         buf.truncate()
         writer.writerow([safe_cell(row[c]) for c in CSV_COLUMNS])

@@ -1,10 +1,12 @@
 """A repository's indexing chain (parse → embed → refresh), as every service's job runs a stage of
-it, and the state the chain keeps on the repository row (its SQL is ``coderag.store.chain_rows``).
+it, and the state the chain keeps in its own table (its SQL is ``coderag.store.chain_rows``, on
+the ``chains`` table; what it publishes goes to the repository's row through
+``coderag.store.repos``).
 
 - **The stage context** (``run``): the repository must still be the one the job was queued for,
   the chain must hold the lease (the first stage takes it), the lease is renewed while the stage
   works, a failure is recorded and re-raised, and the stage queues the next job. A stage that
-  must not run answers ``{"repo", "skipped": reason}``.
+  must not run answers ``Skipped(repo, skipped=reason)``.
 - **The lease**: one chain per repository at a time. A worker killed with ``kill -9`` stops
   renewing, its lease runs out, and ``coderag.queue.heal`` starts the chain again. A reindex
   asked for while a chain runs sets ``pending`` and returns: the chain runs once more when it
@@ -24,18 +26,19 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from coderag import routes
 from coderag.errors import NotFound
-from coderag.jobs import Job
+from coderag.jobs import ChainJob, Job, Result, Skipped
 from coderag.queue import enqueue
 from coderag.settings import Settings, get_settings
-from coderag.store import Catalog, chain_rows, get_catalog, refs
+from coderag.store import Catalog, get_catalog, refs
 from coderag.store.database import DatabaseError
+from coderag.store.repos import SpaceProgress
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,9 @@ keyword stage is published."""
 
 WRITE_EVERY_S = 1.0
 """Least interval between progress writes to the catalog."""
+
+R = TypeVar("R", bound=Result)
+"""What a stage's work returns."""
 
 
 class Skip(Exception):
@@ -88,32 +94,32 @@ def _begin(job: Job, first: bool) -> Stage:
     Skip when the stage must not run."""
     catalog, settings = get_catalog(), get_settings()
     registration = catalog.registration(job.repo)
-    if getattr(job, "registration", None) not in (None, registration):
+    if job.registration not in (None, registration):
         raise Skip("deleted")  # the name was registered again: leave that repository be
     if first:
         token = start_chain(catalog, job.repo, settings.job_lease_s)
         if token is None:
             raise Skip("running")  # it runs once more when that chain ends
     else:
-        token = getattr(job, "lease", None)
+        token = job.lease if isinstance(job, ChainJob) else None
         if not continue_chain(catalog, job.repo, token, settings.job_lease_s):
             raise Skip("superseded")
     return Stage(catalog, settings, job.repo, registration, token)
 
 
-def _deleted(job: Job, registration: str | None, on_deleted: Cleanup | None) -> dict[str, Any]:
+def _deleted(job: Job, registration: str | None, on_deleted: Cleanup | None) -> Skipped:
     if on_deleted is not None:
         on_deleted(registration)
-    return {"repo": job.repo, "skipped": "deleted"}
+    return Skipped(repo=job.repo, skipped="deleted")
 
 
 def run(
     job: Job,
-    work: Callable[[Stage], dict[str, Any]],
+    work: Callable[[Stage], R],
     *,
     first: bool = False,
     on_deleted: Cleanup | None = None,
-) -> dict[str, Any]:
+) -> R | Skipped:
     """Run ``work`` as a stage of ``job``'s chain (``first``: start the chain). A repository
     deleted before or while it works (NotFound) skips it, after ``on_deleted`` with the
     registration known then; any other failure of ``work`` is recorded on the repository (an
@@ -121,13 +127,13 @@ def run(
     try:
         stage = _begin(job, first)
     except Skip as skip:
-        return {"repo": job.repo, "skipped": skip.reason}
+        return Skipped(repo=job.repo, skipped=skip.reason)
     except NotFound:
-        return _deleted(job, getattr(job, "registration", None), on_deleted)
+        return _deleted(job, job.registration, on_deleted)
     try:
         return work(stage)
     except Skip as skip:
-        return {"repo": job.repo, "skipped": skip.reason}
+        return Skipped(repo=job.repo, skipped=skip.reason)
     except NotFound:
         return _deleted(job, stage.registration, on_deleted)
     except Exception as exc:
@@ -174,7 +180,7 @@ def start_chain(catalog: Catalog, name: str, lease_s: float) -> str | None:
     """Take the repository's lease for a new chain and return its token; None (and ``pending``
     set) when a live chain holds it."""
     now = time.time()
-    return chain_rows.claim(catalog.db, name, uuid.uuid4().hex, now, now + lease_s)
+    return catalog.chains.claim(name, uuid.uuid4().hex, now, now + lease_s)
 
 
 def continue_chain(catalog: Catalog, name: str, token: str | None, lease_s: float) -> bool:
@@ -183,7 +189,7 @@ def continue_chain(catalog: Catalog, name: str, token: str | None, lease_s: floa
     version (no token) runs."""
     if token is None:
         return True
-    return chain_rows.renew(catalog.db, name, token, time.time() + lease_s)
+    return catalog.chains.renew(name, token, time.time() + lease_s)
 
 
 @contextmanager
@@ -198,7 +204,7 @@ def renewing(catalog: Catalog, name: str, token: str | None, lease_s: float) -> 
         while not stop.wait(lease_s / 4):
             # a missed beat only shortens the lease
             with contextlib.suppress(*DatabaseError):
-                chain_rows.beat(catalog.db, name, token, time.time() + lease_s)
+                catalog.chains.beat(name, token, time.time() + lease_s)
 
     thread = threading.Thread(target=beat, name=f"lease-{name}", daemon=True)
     thread.start()
@@ -212,12 +218,12 @@ def renewing(catalog: Catalog, name: str, token: str | None, lease_s: float) -> 
 def release(catalog: Catalog, name: str, token: str | None) -> None:
     """Let a retry of a failed stage (or another chain) take the lease at once."""
     if token is not None:
-        chain_rows.release(catalog.db, name, token)
+        catalog.chains.release(name, token)
 
 
 def finish_chain(catalog: Catalog, name: str, token: str | None) -> bool:
     """End chain ``token`` (the repository is ready); returns whether a reindex is pending."""
-    return chain_rows.finish(catalog.db, name, token)
+    return catalog.chains.finish(name, token)
 
 
 # --- stages --------------------------------------------------------------------------------------
@@ -233,26 +239,26 @@ def publish_keywords(catalog: Catalog, name: str, registration: str, settings: S
     generation, status ready), vectors owed in every space; False if the repository is gone."""
     files, units = catalog.counts(name)
     owed = {s: {"done": 0, "total": None, "started": None} for s in spaces(settings)}
-    return chain_rows.publish_keywords(catalog.db, name, registration, files, units, owed)
+    return catalog.chains.publish_keywords(name, registration, files, units, owed)
 
 
 def advance(catalog: Catalog, name: str, space: str, done: int, total: int) -> None:
     """Record that ``done`` of the ``total`` vectors a space owes are written."""
-    chain_rows.advance(catalog.db, name, space, done, total)
+    catalog.chains.advance(name, space, done, total)
 
 
-def space_ready(state: dict[str, Any], complete: bool, space: str) -> bool:
+def space_ready(state: Mapping[str, SpaceProgress], complete: bool, space: str) -> bool:
     """Whether every vector a space owes is written."""
     if complete:
         return True
     entry = state.get(space)
     if entry is None:  # not owed by this index (a space switched off, or an older row)
         return True
-    return entry.get("total") is not None and entry["done"] >= entry["total"]
+    return entry.total is not None and entry.done >= entry.total
 
 
 def route_readiness(
-    state: dict[str, Any], complete: bool, routes: list[str]
+    state: Mapping[str, SpaceProgress], complete: bool, routes: list[str]
 ) -> tuple[list[str], list[str]]:
     """(routes whose data is all in place, routes still waiting for vectors) among ``routes``;
     a waiting vector route already searches the batches written so far."""

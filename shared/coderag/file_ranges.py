@@ -13,9 +13,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from coderag.errors import InvalidInput, NotFound
-from coderag.schemas import RepoOut
 from coderag.settings import Settings
 from coderag.store import Catalog
+from coderag.store.repos import Repo
 
 CLONES_DIR = "repos"
 """Folder under the data directory holding clones of URL repositories."""
@@ -37,7 +37,7 @@ class FileRange(BaseModel):
     local_path: str | None = None
 
 
-RootFinder = Callable[[RepoOut, Settings], Path]
+RootFinder = Callable[[Repo, Settings], Path]
 """Given a repository registered by URL whose clone this host lacks, a directory holding its tree
 at the indexed commit."""
 
@@ -73,7 +73,7 @@ def read_range(
 ) -> FileRange:
     """Lines of an indexed file; NotFound for a path the index does not hold."""
     root = repo_root(catalog, settings, repo)
-    row = catalog.file_row(repo, path)
+    row = catalog.indexed_file(repo, path)
     if row is None:
         raise NotFound(f"{path!r} is not an indexed file of {repo!r}; paths are as /search gives")
     if start < 1:
@@ -96,7 +96,7 @@ def read_range(
         start_line=start,
         end_line=max(last, start),
         total_lines=total,
-        language=row["language"],
+        language=row.language,
         lines=text[start - 1 : last],
         local_path=str(root / path) if state.path else None,
     )

@@ -27,10 +27,9 @@ from typing import Any, cast
 from redis.exceptions import RedisError
 
 from coderag.errors import Unavailable
-from coderag.jobs import IndexRepo, Job, handler, job_type
+from coderag.jobs import IndexRepo, Job, Result, handler, job_type
 from coderag.settings import Settings, get_settings
-from coderag.store import Catalog, chain_rows, refs
-from coderag.store.database import Database
+from coderag.store import Catalog, refs
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +52,17 @@ PERFORM = "coderag.queue.perform"
 
 
 def perform(name: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Run a job by name (what an rq worker calls): check the payload against its model, then
-    call the handler this process registered."""
-    job = job_type(name).model_validate(payload)
-    return handler(name)(job.model_dump(mode="json"))
+    """Run a job by name (what an rq worker calls): the payload read into its model, the handler
+    this process registered run on it, and its result turned back into JSON for rq to keep."""
+    return handler(name)(job_type(name).from_queue(payload)).model_dump(mode="json")
 
 
-def run_now(job: Job) -> dict[str, Any]:
+def run_now(job: Job) -> Result:
     """Run a job on this thread; jobs it enqueues run inline too."""
     previous = getattr(_local, "inline", False)
     _local.inline = True
     try:
-        return handler(job.job)(job.model_dump(mode="json"))
+        return handler(job.job)(job)
     finally:
         _local.inline = previous
 
@@ -84,7 +82,7 @@ class _Lane:
         while True:
             job = self.jobs.get()
             try:
-                handler(job.job)(job.model_dump(mode="json"))
+                handler(job.job)(job)
                 OUTCOMES["done"] += 1
             except Exception:
                 OUTCOMES["failed"] += 1
@@ -266,31 +264,28 @@ def heal(catalog: Catalog, settings: Settings, startup: bool = False) -> list[st
 
 
 def _heal(catalog: Catalog, settings: Settings, startup: bool) -> list[str]:
-    rows = chain_rows.unfinished(catalog.db, IN_PROGRESS)
+    rows = catalog.chains.unfinished(IN_PROGRESS)
     waiting = refs.waiting(catalog)  # their repository's chain queues them when it completes
     healed = []
     for row in rows:
-        name = row["name"]
+        name = row.name
         if name in waiting:
             continue
-        alive = _alive(name, row["lease_until"], settings, startup)
+        alive = _alive(name, row.lease_until, settings, startup)
         if alive or not _first_healer(name, settings):
             continue
-        attempts = row["attempts"] + 1
+        attempts = row.attempts + 1
         if attempts > settings.job_retries:
             log.error("indexing %s died %d times; giving up", name, attempts)
-            catalog.update_repo(
+            catalog.chains.give_up(
                 name,
-                status="error",
-                attempts=0,
-                lease_until=None,
-                error=f"indexing was interrupted and started again {attempts - 1} time(s), "
-                f"never finishing (last seen: {row['progress'] or 'queued'}): its worker was "
+                f"indexing was interrupted and started again {attempts - 1} time(s), "
+                f"never finishing (last seen: {row.progress or 'queued'}): its worker was "
                 f"killed or its job lost; POST /repos/{name}/reindex to try again",
             )
             continue
         log.warning("indexing %s died (attempt %d); starting it again", name, attempts)
-        catalog.update_repo(name, attempts=attempts, lease_until=None)
+        catalog.chains.set_attempts(name, attempts)
         enqueue(IndexRepo(repo=name), settings)
         healed.append(name)
     return healed
@@ -311,7 +306,7 @@ def _first_healer(name: str, settings: Settings) -> bool:
 def heal_forever(settings: Settings, stop: threading.Event) -> None:
     """Heal every ``job_lease_s`` seconds until ``stop`` is set (a worker's background thread).
     It keeps its own catalog: a forked rq work horse must not inherit one in use."""
-    catalog = Catalog(Database(settings.database))
+    catalog = Catalog.open(settings.database)
     try:
         while not stop.wait(settings.job_lease_s):
             try:
@@ -319,4 +314,4 @@ def heal_forever(settings: Settings, stop: threading.Event) -> None:
             except Exception:
                 log.exception("healing failed; trying again in %ss", settings.job_lease_s)
     finally:
-        catalog.db.close()
+        catalog.close()

@@ -191,8 +191,6 @@ class RepoOut(BaseModel):
         description="Other branches and tags indexed for this repository "
         "(POST /repos/{name}/refs).",
     )
-    ref_of: str | None = Field(None, exclude=True)
-    """The repository a ref's row belongs to (internal: never serialized)."""
 
 
 class RefCreate(BaseModel):

@@ -16,8 +16,9 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from coderag.errors import InvalidInput, NotFound
-from coderag.schemas import AskRequest, Citation, RefOut, RepoOut
+from coderag.schemas import AskRequest, Citation
 from coderag.store import refs
+from coderag.store.repos import Repo
 from coderag_app.v1 import errors
 from coderag_app.v1.schemas import (
     AnswerMessage,
@@ -43,7 +44,7 @@ INSTRUCTION_ROLES = ("system", "developer")
 """Roles whose messages are the user's instruction to the answer backend."""
 
 
-def model_id(repo: RepoOut) -> str:
+def model_id(repo: Repo) -> str:
     """``coderag/<name>``, or ``coderag/<name>@<ref>`` for a ref's row."""
     if repo.ref_of:
         return f"{PREFIX}{refs.label(repo.ref_of, repo.branch)}"
@@ -57,12 +58,12 @@ def _created(stamp: str | None) -> int:
         return 0
 
 
-def models(rows: list[RepoOut]) -> ModelList:
+def models(rows: list[Repo]) -> ModelList:
     """Each repository and each of its refs as a model, repository first, then its refs."""
     out: list[Model] = []
-    for repo in refs.listed(rows):
-        pairs: list[tuple[RepoOut | RefOut, str | None]] = [(repo, None)]
-        pairs += [(r, r.ref) for r in repo.refs]
+    for repo, its_refs in refs.grouped(rows):
+        pairs: list[tuple[Repo, str | None]] = [(repo, None)]
+        pairs += [(r, r.branch or "") for r in its_refs]
         for row, ref in pairs:
             status, commit = row.status, row.commit
             out.append(

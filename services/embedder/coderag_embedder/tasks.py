@@ -9,8 +9,8 @@ import numpy as np
 from coderag import chain
 from coderag.chain import Stage
 from coderag.errors import NotFound
-from coderag.jobs import EmbedFiles, RefreshRepo, handles
-from coderag.store import chain_rows, get_catalog, get_vectors
+from coderag.jobs import Embedded, EmbedFiles, RefreshRepo, Skipped, handles
+from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_embedder import cache
 from coderag_embedder.encoder import get_encoders, text_key, unit_text
@@ -24,7 +24,7 @@ soon as they land, and memory stays flat."""
 
 
 @handles(EmbedFiles)
-def embed_files(job: EmbedFiles) -> dict[str, Any]:
+def embed_files(job: EmbedFiles) -> Embedded | Skipped:
     """Embed the units of ``files`` and delete ``stale_ids``, then repair the collection against
     the catalog (a vector for every unit, encoding the unit's current content, nothing else);
     then refresh the retriever."""
@@ -38,21 +38,14 @@ def _drop(job: EmbedFiles, registration: str | None) -> None:
     get_vectors().drop(job.repo, registration=registration)
 
 
-def _embed_stage(stage: Stage, job: EmbedFiles) -> dict[str, Any]:
+def _embed_stage(stage: Stage, job: EmbedFiles) -> Embedded:
     name, reg = stage.repo, stage.registration
     with stage.renewing():
         written, encoded = _embed_repo(name, reg, job)
     if stage.catalog.registration(name) != reg:
         raise NotFound(f"repository {name!r} was registered again")
-    out = {
-        **job.model_dump(mode="json"),
-        "registration": reg,
-        "vectors": written,
-        "encoded": encoded,
-        "cached": written - encoded,
-    }
-    stage.next(RefreshRepo(**out))
-    return out
+    stage.next(RefreshRepo(repo=name, registration=reg, lease=job.lease, commit=job.commit))
+    return Embedded(repo=name, vectors=written, encoded=encoded, cached=written - encoded)
 
 
 def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
@@ -72,7 +65,7 @@ def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
     else:
         units = catalog.units(name, changed)
     fingerprint = ",".join(f"{s}={e.name}" for s, e in sorted(encoders.items()))
-    own_changes_only = chain_rows.vectors_follow_chain(catalog.db, name, job.lease, fingerprint)
+    own_changes_only = catalog.chains.vectors_follow_chain(name, job.lease, fingerprint)
     encoded = written = 0
     expected: dict[str, str] | None = None
     unit_count = catalog.counts(name)[1] if own_changes_only else 0
@@ -92,7 +85,7 @@ def _embed_repo(name: str, reg: str, job: EmbedFiles) -> tuple[int, int]:
         chain.advance(catalog, name, space, len(units) + len(missing), len(units) + len(missing))
     for space in set(SPACE_PREFIXES) - set(encoders):
         vectors.drop(name, space, reg)  # a second encoder switched off: its vectors go stale
-    chain_rows.mark_vectors_clean(catalog.db, name, reg, fingerprint)
+    catalog.chains.mark_vectors_clean(name, reg, fingerprint)
     return written, encoded
 
 

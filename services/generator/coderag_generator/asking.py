@@ -138,10 +138,10 @@ async def ask(
         if request.session_id is not None:
             session = conversation.check_session_id(request.session_id)
         if session:
-            await run_in_threadpool(conversation.claim, catalog.db, session, asker.user)
+            await run_in_threadpool(conversation.claim, catalog, session, asker.user)
         repo = await run_in_threadpool(refs.resolve, catalog, request.repo, request.ref)
         turns = (
-            await run_in_threadpool(conversation.recent, catalog.db, session, repo)
+            await run_in_threadpool(conversation.recent, catalog, session, repo)
             if session
             else (carried.turns if carried else [])
         )
@@ -172,7 +172,7 @@ async def ask(
         )
         if session and "answer" in done:
             conversation.append(
-                catalog.db,
+                catalog,
                 session,
                 repo,
                 question=query,

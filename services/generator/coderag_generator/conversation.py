@@ -13,8 +13,7 @@ from typing import Any
 from coderag.errors import Forbidden, InvalidInput
 from coderag.language import HAN_RUN, STOP_EN, han_count, has_han
 from coderag.schemas import Hit
-from coderag.store import Database
-from coderag.store import sessions as session_store
+from coderag.store import Catalog
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 """Session ids: 1-128 letters, digits, '.', '_' or '-'."""
@@ -58,22 +57,22 @@ def check_session_id(value: str) -> str:
     return value
 
 
-def claim(db: Database, session_id: str, user: str) -> None:
+def claim(catalog: Catalog, session_id: str, user: str) -> None:
     """Make ``user`` the owner of a new session; Forbidden if another user owns it."""
-    if session_store.owner(db, session_id, user) != user:
+    if catalog.sessions.owner(session_id, user) != user:
         raise Forbidden(
             f"session_id {session_id!r} belongs to another user; start your own with a new id"
         )
 
 
-def recent(db: Database, session_id: str, repo: str, limit: int = RECENT_TURNS) -> list[Turn]:
+def recent(catalog: Catalog, session_id: str, repo: str, limit: int = RECENT_TURNS) -> list[Turn]:
     """The last ``limit`` turns of a session about ``repo``, oldest first (none if it is new)."""
-    rows = session_store.last_turns(db, session_id, repo, limit)
-    return [Turn(r["role"], r["content"], r["ts"], json.loads(r["meta"])) for r in reversed(rows)]
+    rows = catalog.sessions.last_turns(session_id, repo, limit)
+    return [Turn(r.role, r.content, r.ts, json.loads(r.meta)) for r in reversed(rows)]
 
 
 def append(
-    db: Database,
+    catalog: Catalog,
     session_id: str,
     repo: str,
     *,
@@ -87,7 +86,7 @@ def append(
         ("user", question, json.dumps({"query": query})),
         ("assistant", answer, json.dumps({"symbols": symbols})),
     ]
-    session_store.add_turns(db, session_id, repo, turns, KEPT_TURNS)
+    catalog.sessions.add_turns(session_id, repo, turns, KEPT_TURNS)
 
 
 def cited_symbols(citations: Iterable[dict[str, Any]], hits: list[Hit]) -> list[str]:

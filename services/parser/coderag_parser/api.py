@@ -18,7 +18,7 @@ from coderag.responses import errors
 from coderag.schemas import RepoCreate, RepoOut, RepoStatus
 from coderag.settings import get_settings
 from coderag.store import get_catalog, refs
-from coderag_parser import branches, origins
+from coderag_parser import branches, origins, states
 from coderag_parser.health import router as health_router
 from coderag_parser.line_history import router as history_router
 from coderag_parser.navigation import router as navigation_router
@@ -69,13 +69,13 @@ def create_repo(
 @router.get("/repos")
 def list_repos(catalog: CatalogDep, _user: UserDep) -> list[RepoOut]:
     """Every repository, each with its refs."""
-    return refs.listed(catalog.list_repos())
+    return states.listed(catalog.list_repos())
 
 
 @router.get("/repos/{name}", responses=errors(400, 404))
 def get_repo(name: RepoNameDep, catalog: CatalogDep, _user: UserDep) -> RepoOut:
     """One repository's state, with its refs."""
-    return refs.with_refs(catalog, catalog.get_repo(name))
+    return states.repo_out(catalog.get_repo(name), refs.of(catalog, name))
 
 
 @router.post("/repos/{name}/reindex", status_code=202, responses=errors(400, 403, 404, 409, 503))

@@ -17,10 +17,11 @@ from coderag.errors import Conflict, InvalidInput, NotFound, Unavailable
 from coderag.jobs import IndexRepo
 from coderag.queue import enqueue
 from coderag.responses import errors
-from coderag.schemas import MAX_REFS, RefCreate, RefOut, RepoOut, RepoStatus
+from coderag.schemas import MAX_REFS, RefCreate, RefOut, RepoStatus
 from coderag.settings import Settings
 from coderag.store import Catalog, get_vectors, refs
-from coderag_parser import gitsync, origins
+from coderag.store.repos import Repo
+from coderag_parser import gitsync, origins, states
 from coderag_parser.gitsync import CLONES_DIR, open_repo
 from coderag_parser.trees import TREES_DIR
 
@@ -56,7 +57,7 @@ def check_refs(wanted: list[str], branch: str | None, path: str | None) -> list[
     return out
 
 
-def own_branch(repo: RepoOut, settings: Settings) -> str | None:
+def own_branch(repo: Repo, settings: Settings) -> str | None:
     """The branch a repository indexes: the one it was registered with, else the one checked
     out at its path or in this host's clone of its URL (None before it was cloned here)."""
     if repo.branch:
@@ -129,7 +130,7 @@ def add_ref(
 def list_refs(name: RepoNameDep, catalog: CatalogDep, _user: UserDep) -> list[RefOut]:
     """The branches and tags indexed beside the repository's own branch."""
     catalog.get_repo(name)
-    return [refs.ref_out(r) for r in refs.of(catalog, name)]
+    return [states.ref_out(r) for r in refs.of(catalog, name)]
 
 
 @router.get("/repos/{name}/refs/{ref:path}", responses=errors(400, 404))
@@ -138,7 +139,7 @@ def get_ref(name: RepoNameDep, ref: str, catalog: CatalogDep, _user: UserDep) ->
     key = refs.resolve(catalog, name, ref)
     if key == name:
         raise InvalidInput(f"{ref!r} is the branch repository {name!r} indexes: GET /repos/{name}")
-    return refs.ref_out(catalog.get_repo(key))
+    return states.ref_out(catalog.get_repo(key))
 
 
 @router.delete(

@@ -13,15 +13,15 @@ import git
 
 from coderag import gitsafe
 from coderag.errors import InvalidInput
-from coderag.schemas import RepoOut
 from coderag.settings import get_settings
+from coderag.store.repos import Repo
 from coderag_parser import gitrun
 
 CLONES_DIR = "repos"
 """Clones of repositories registered by URL live in ``data_dir/repos/<name>``."""
 
 
-def checkout(repo: RepoOut, data_dir: Path) -> Path:
+def checkout(repo: Repo, data_dir: Path) -> Path:
     """The directory to index: the local path, or an up-to-date clone of the URL (cloned and
     fetched with ``gitrun``'s limits and safe configuration), or a ref's clone at the ref."""
     if repo.path:
@@ -120,7 +120,7 @@ def same_origin(clone: Path, url: str) -> bool:
         return False
 
 
-def _ref_checkout(repo: RepoOut, source: Path | str, data_dir: Path) -> Path:
+def _ref_checkout(repo: Repo, source: Path | str, data_dir: Path) -> Path:
     """A ref's own clone of ``source`` (the repository's local path or URL), fetched and checked
     out detached at the ref: the branch of that name, else the tag; InvalidInput when the source
     has neither."""

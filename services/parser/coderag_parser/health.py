@@ -15,7 +15,6 @@ from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.responses import errors
 from coderag.settings import Settings
 from coderag.store import Catalog, get_vectors
-from coderag.store.stats import file_count, unit_stats
 from coderag.store.vectors import SPACE_PREFIXES
 from coderag_parser import gitsync, trees
 from coderag_parser.files import indexable, read_source, walk
@@ -81,8 +80,8 @@ def _encoders(settings: Settings) -> dict[str, str]:
 def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:
     """Counts and checks of one repository's index against its files and its HEAD."""
     repo = catalog.get_repo(name)
-    stats = unit_stats(catalog.db, name)
-    files = file_count(catalog.db, name)
+    stats = catalog.stats.unit_stats(name)
+    files = catalog.stats.file_count(name)
     vectors = get_vectors(settings)
     encoders = []
     for space, encoder in _encoders(settings).items():
@@ -93,21 +92,21 @@ def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:
                 encoder=encoder,
                 vectors=count,
                 dimension=vectors.dimension(name, space),
-                agrees=count == stats["n"],
+                agrees=count == stats.n,
             )
         )
     root = trees.root(catalog, settings, name)
     head = gitsync.head_commit(root) if root.is_dir() else None
     skipped = _skipped(root, settings)
     problems = [
-        f"{e.space} ({e.encoder}) has {e.vectors} vectors for {stats['n']} units"
+        f"{e.space} ({e.encoder}) has {e.vectors} vectors for {stats.n} units"
         for e in encoders
         if not e.agrees
     ]
     stale = [s for s in SPACE_PREFIXES if s not in _encoders(settings) and vectors.count(name, s)]
     problems += [f"{s} holds vectors of an encoder that is switched off" for s in stale]
-    if stats["empty"]:
-        problems.append(f"{stats['empty']} units have no text")
+    if stats.empty:
+        problems.append(f"{stats.empty} units have no text")
     up_to_date = head is None or head == repo.commit
     if not up_to_date:
         problems.append(f"indexed {repo.commit or 'nothing'} but HEAD is {head}; reindex")
@@ -115,10 +114,10 @@ def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:
         repo=name,
         status=repo.status,
         files=files,
-        units=stats["n"],
-        empty_units=stats["empty"],
-        mean_unit_lines=round(stats["lines"], 1),
-        mean_unit_chars=round(stats["chars"], 1),
+        units=stats.n,
+        empty_units=stats.empty,
+        mean_unit_lines=round(stats.lines, 1),
+        mean_unit_chars=round(stats.chars, 1),
         encoders=encoders,
         vectors_agree=all(e.agrees for e in encoders),
         skipped=skipped,

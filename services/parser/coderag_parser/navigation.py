@@ -7,8 +7,6 @@ from fastapi import APIRouter, Query
 from coderag.deps import CatalogDep, RepoKeyDep, UserDep
 from coderag.errors import NotFound
 from coderag.responses import errors
-from coderag.store import symbols as symbol_table
-from coderag.store.graph import Graph
 
 MAX_SYMBOLS = 500
 """Most rows one /symbols call returns."""
@@ -26,20 +24,20 @@ def symbols(
     limit: int = Query(50, ge=1, le=MAX_SYMBOLS),
 ) -> list[dict]:
     """Definitions whose name starts with ``q``, with call-site counts and test coverage."""
-    rows = symbol_table.starting_with(catalog.db, name, q, kind, limit)
-    graph = Graph(catalog.db)
+    rows = catalog.symbols.starting_with(name, q, kind, limit)
+    graph = catalog.graph()
     refs = graph.symbol_references(name)
     tested = graph.tested(name)
     return [
         {
-            "name": r["name"],
-            "qualified": r["qualified"],
-            "kind": r["kind"],
-            "file": r["file"],
-            "start_line": r["start_line"],
-            "end_line": r["end_line"],
-            "references": refs.get(r["name"], 0),
-            "tested": r["unit_id"] in tested,
+            "name": r.name,
+            "qualified": r.qualified,
+            "kind": r.kind,
+            "file": r.file,
+            "start_line": r.start_line,
+            "end_line": r.end_line,
+            "references": refs.get(r.name, 0),
+            "tested": r.unit_id in tested,
         }
         for r in rows
     ]
@@ -53,12 +51,12 @@ def calls(
     symbol: str = Query(..., min_length=1, max_length=300, description="qualified name"),
 ) -> dict:
     """Callers and callees of the unit defining ``symbol``."""
-    unit_id = symbol_table.unit_of(catalog.db, name, symbol)
+    unit_id = catalog.symbols.unit_of(name, symbol)
     if unit_id is None:
         raise NotFound(
             f"no symbol {symbol!r} in {name!r}; GET /repos/{name}/symbols?q=... lists them"
         )
-    graph = Graph(catalog.db)
+    graph = catalog.graph()
     units = catalog.units_by_id(
         [unit_id]
         + [e.caller for e in graph.callers(name, unit_id)]

@@ -1,4 +1,4 @@
-"""Parser jobs (JSON in, JSON out): find what changed, parse it, hand units to the embedder.
+"""Parser jobs: find what changed, parse it, hand units to the embedder.
 
 What changed comes from git when the repository was indexed at a known commit (the diff from that
 commit to HEAD with renames, plus files dirty now or dirty at the last index), else from a walk of
@@ -8,6 +8,7 @@ indexed one, so the index after any sequence of updates equals a full index of t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Iterator
@@ -18,10 +19,11 @@ from typing import Any
 from coderag import chain
 from coderag.chain import Stage
 from coderag.errors import Forbidden, InvalidInput, NotFound
-from coderag.jobs import EmbedFiles, IndexRepo, handles
-from coderag.schemas import RepoOut, Unit
+from coderag.jobs import EmbedFiles, IndexRepo, Parsed, Skipped, handles
+from coderag.schemas import Unit
 from coderag.settings import Settings
-from coderag.store import Catalog, chain_rows, refs
+from coderag.store import Catalog, refs
+from coderag.store.repos import Repo
 from coderag_parser import gitsync, origins
 from coderag_parser.files import excluded, indexable, regular_file, walk
 from coderag_parser.parsing import blame_all, parse_all
@@ -59,17 +61,17 @@ def _candidates(
 
 
 @handles(IndexRepo)
-def index_repo(job: IndexRepo) -> dict[str, Any]:
+def index_repo(job: IndexRepo) -> Parsed | Skipped:
     """Bring a repository's index up to date with its work tree (or clone), then embed."""
     return chain.run(job, _parse, first=True)
 
 
-def _parse(stage: Stage) -> dict[str, Any]:
+def _parse(stage: Stage) -> Parsed:
     catalog, settings, name, reg = stage.catalog, stage.settings, stage.repo, stage.registration
     repo = catalog.get_repo(name)
-    if repo.ref_of and repo.commit is None and refs.fork(catalog.db, repo.ref_of, name):
+    if repo.ref_of and repo.commit is None and refs.fork(catalog, repo.ref_of, name):
         repo = catalog.get_repo(name)  # now at the repository's commit: only what differs is read
-    chain_rows.open_vector_chain(catalog.db, name, stage.token)
+    catalog.chains.open_vector_chain(name, stage.token)
     fields: dict[str, Any] = {"error": None, "progress": "walking"}
     if repo.status != "ready":
         fields["status"] = "indexing"
@@ -78,22 +80,29 @@ def _parse(stage: Stage) -> dict[str, Any]:
         if not chain.publish_keywords(catalog, name, reg, settings):
             raise NotFound(f"repository {name!r} was deleted while it was parsed")
         _blame(catalog, settings, name, reg, root)
-    out = {
-        "repo": name,
-        "registration": reg,
-        "lease": stage.token,
-        "files": paths,
-        "removed": sorted(drop),
-        "stale_ids": sorted(stale),
-        "commit": commit,
-        "full_walk": full,
-    }
-    stage.next(EmbedFiles(**out))
-    return out
+    stale_ids = sorted(stale)
+    stage.next(
+        EmbedFiles(
+            repo=name,
+            registration=reg,
+            lease=stage.token,
+            files=paths,
+            stale_ids=stale_ids,
+            commit=commit,
+        )
+    )
+    return Parsed(
+        repo=name,
+        files=paths,
+        removed=sorted(drop),
+        stale_ids=stale_ids,
+        commit=commit,
+        full_walk=full,
+    )
 
 
 @contextmanager
-def _drop_clone_on_failure(catalog: Catalog, settings: Settings, repo: RepoOut) -> Iterator[None]:
+def _drop_clone_on_failure(catalog: Catalog, settings: Settings, repo: Repo) -> Iterator[None]:
     """A ref that fails before it was ever searchable leaves no clone behind (a retry or a
     reindex clones again); a repository's own clone, or a ref's that serves an index, stays."""
     try:
@@ -104,7 +113,7 @@ def _drop_clone_on_failure(catalog: Catalog, settings: Settings, repo: RepoOut) 
         raise
 
 
-def recheck(repo: RepoOut, settings: Settings) -> RepoOut:
+def recheck(repo: Repo, settings: Settings) -> Repo:
     """``repo`` with its path resolved again, after checking its path and URL against this
     worker's own allow-lists (``CODERAG_REPO_ROOTS``, ``CODERAG_URL_SCHEMES``,
     ``CODERAG_URL_HOSTS``): a row is only as trustworthy as whoever could write the database,
@@ -118,11 +127,11 @@ def recheck(repo: RepoOut, settings: Settings) -> RepoOut:
         raise Forbidden(f"this worker refuses to index {repo.name!r}: {exc}") from exc
     except InvalidInput as exc:
         raise InvalidInput(f"cannot index {repo.name!r}: {exc}") from exc
-    return repo.model_copy(update={"path": path}) if path else repo
+    return dataclasses.replace(repo, path=path) if path else repo
 
 
 def _index(
-    catalog: Catalog, settings: Settings, repo: RepoOut, reg: str, fields: dict[str, Any]
+    catalog: Catalog, settings: Settings, repo: Repo, reg: str, fields: dict[str, Any]
 ) -> tuple[list[str], set[str], set[str], str | None, bool, Path]:
     """Parse what changed and record it; (changed paths, dropped paths, stale unit ids, commit,
     whether the whole tree was walked, the directory indexed)."""
@@ -136,7 +145,7 @@ def _index(
     known = catalog.file_shas(name)
     last = repo.commit if repo.status != "error" else None
     to_read, drop, skipped, dirty = _candidates(
-        root, last, chain_rows.dirty_files(catalog.db, name), extra, set(known)
+        root, last, catalog.dirty_files(name), extra, set(known)
     )
     jobs = [
         (name, str(root), p, lang, settings.max_file_bytes, settings.deprecated_markers)

@@ -20,9 +20,9 @@ import git
 
 from coderag import file_ranges
 from coderag.errors import NotFound
-from coderag.schemas import RepoOut
 from coderag.settings import Settings
 from coderag.store import Catalog
+from coderag.store.repos import Repo
 from coderag_parser import gitsync, origins
 
 TREES_DIR = "trees"
@@ -37,7 +37,7 @@ def _lock(name: str) -> threading.Lock:
         return _locks.setdefault(name, threading.Lock())
 
 
-def reader_tree(repo: RepoOut, settings: Settings) -> Path:
+def reader_tree(repo: Repo, settings: Settings) -> Path:
     """This host's reader clone of a URL repository, at its indexed commit (cloned or fetched
     as needed); NotFound when the remote no longer holds that commit."""
     assert repo.url
@@ -53,7 +53,7 @@ def reader_tree(repo: RepoOut, settings: Settings) -> Path:
     return dest
 
 
-def _sync(repo: RepoOut, dest: Path) -> None:
+def _sync(repo: Repo, dest: Path) -> None:
     """Clone ``dest`` from the repository's URL if it lacks one, then detach it at the indexed
     commit, fetching first when the commit is not in it."""
     assert repo.url

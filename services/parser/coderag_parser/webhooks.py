@@ -24,9 +24,9 @@ from coderag.errors import InvalidInput, NotFound, Unauthorized
 from coderag.jobs import IndexRepo
 from coderag.queue import enqueue, job_alive
 from coderag.responses import errors
-from coderag.schemas import RepoOut
 from coderag.settings import Settings
-from coderag.store import Catalog, deliveries
+from coderag.store import Catalog
+from coderag.store.repos import Repo
 from coderag_parser.gitsync import CLONES_DIR
 
 DELIVERY_TTL = timedelta(days=30)
@@ -119,7 +119,7 @@ def _default_branch(payload: dict[str, Any]) -> str | None:
     return None
 
 
-def _local_facts(repo: RepoOut, data_dir: Path) -> tuple[str | None, str | None]:
+def _local_facts(repo: Repo, data_dir: Path) -> tuple[str | None, str | None]:
     """(normalised origin URL, checked-out branch) read from git config and HEAD, no subprocess."""
     root = Path(repo.path) if repo.path else data_dir / CLONES_DIR / repo.name
     try:
@@ -192,8 +192,7 @@ def _record_and_enqueue(
     # enqueue inside the transaction: a failed enqueue forgets the id so a redelivery works
     stamp = "%Y-%m-%dT%H:%M:%SZ"
     return bool(
-        deliveries.record_then(
-            catalog.db,
+        catalog.deliveries.record_then(
             provider,
             delivery,
             now.strftime(stamp),

@@ -12,7 +12,6 @@ import numpy as np
 
 from coderag.settings import Settings
 from coderag.store import Catalog
-from coderag.store import clusters as cluster_table
 from coderag_retriever.index import cluster_labels, load_vectors
 
 log = logging.getLogger(__name__)
@@ -80,7 +79,7 @@ def refresh(catalog: Catalog, repo: str, settings: Settings) -> float | None:
     vectors = load_vectors(units)
     if not vectors.shape[1]:
         return None  # nothing embedded yet: the clusters of the next refresh
-    known = cluster_table.clustered(catalog.db, repo)
+    known = catalog.clusters.clustered(repo)
     labels = cluster_labels(catalog, repo, ids)
     labels[[i for i, uid in enumerate(ids) if uid not in known]] = -2
     labels = assign_new(vectors, labels)
@@ -91,5 +90,5 @@ def refresh(catalog: Catalog, repo: str, settings: Settings) -> float | None:
         log.info("re-clustered %s: %d clusters, silhouette %s", repo, labels.max() + 1, score)
 
     pairs = [(uid, int(lab)) for uid, lab in zip(ids, labels, strict=True)]
-    cluster_table.replace(catalog.db, repo, pairs, score)
+    catalog.clusters.replace(repo, pairs, score)
     return score

@@ -17,8 +17,6 @@ import numpy as np
 
 from coderag.schemas import Unit
 from coderag.store import Catalog, get_vectors
-from coderag.store import clusters as cluster_table
-from coderag.store.graph import Graph
 from coderag_retriever import shards
 from coderag_retriever.postings import Postings
 from coderag_retriever.shards import FileShard
@@ -92,14 +90,14 @@ def history_scores(catalog: Catalog, repo: str, units: list[Unit]) -> np.ndarray
     commits = catalog.history(repo)
     if not commits:
         return np.zeros(len(units))
-    refs = Graph(catalog.db).file_references(repo)
+    refs = catalog.graph().file_references(repo)
     per_file = {f: float(np.log1p(n * (1 + refs.get(f, 0)))) for f, n in commits.items()}
     return np.array([per_file.get(u.file, 0.0) for u in units])
 
 
 def cluster_labels(catalog: Catalog, repo: str, ids: list[str]) -> np.ndarray:
     """HDBSCAN label per unit position (-1: noise or not clustered yet)."""
-    by_id = cluster_table.labels(catalog.db, repo)
+    by_id = catalog.clusters.labels(repo)
     return np.array([by_id.get(i, -1) for i in ids], dtype=np.int64)
 
 

@@ -19,7 +19,6 @@ from coderag.errors import Unavailable
 from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag.store import get_catalog
-from coderag.store.graph import Graph
 from coderag_retriever import focus, relevance
 from coderag_retriever.query import Query
 from coderag_retriever.search import Ranked, rank, routes_run
@@ -105,7 +104,7 @@ def with_neighbours(repo: str, ranked: list[Ranked], hits: list[Hit]) -> list[Hi
     symbols of the units (not test code) that call it, whether test code calls it. A unit the
     catalog no longer holds (reindexed meanwhile) keeps only its calls."""
     catalog = get_catalog()
-    graph = Graph(catalog.db)
+    graph = catalog.graph()
     symbols = {r.unit.id: r.unit.symbol for r in ranked}
     units = catalog.units_by_id(h.id for h in hits)
     out = []
@@ -162,9 +161,7 @@ def readiness(repo: str, settings: Settings) -> tuple[list[str], list[str]]:
     state = get_catalog().get_repo(repo)
     if state is None:
         return routes_run(settings), []
-    return chain.route_readiness(
-        {s: p.model_dump() for s, p in state.stages.items()}, state.complete, routes_run(settings)
-    )
+    return chain.route_readiness(state.stages, state.complete, routes_run(settings))
 
 
 def without_routes(settings: Settings, routes: list[str]) -> Settings:

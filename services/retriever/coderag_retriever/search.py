@@ -9,7 +9,6 @@ from coderag.embedding import QueryEmbedder, query_embedder, reader_text
 from coderag.schemas import Unit
 from coderag.settings import Settings
 from coderag.store import get_catalog
-from coderag.store.graph import Graph
 from coderag_retriever import focus, learned
 from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, rrf, vote
@@ -99,7 +98,7 @@ def delegate(repo: str, order: list[int], pool: Pool) -> list[int]:
     lines = unit.text.splitlines()
     if len(focus.statements(lines, focus.body_start(lines))) > WRAPPER_STATEMENTS:
         return order
-    edges = Graph(get_catalog().db).callees(repo, unit.id)
+    edges = get_catalog().graph().callees(repo, unit.id)
     callees = {pool.index.position.get(e.callee) for e in edges} - {first, None}
     for i, p in enumerate(order[1:WRAPPER_REACH], 1):
         if p in callees:
@@ -242,7 +241,7 @@ def gather(
         scores[pos] = score
     flow = is_flow_question(text)
     expanded = dict(scores)
-    graph = Graph(catalog.db)
+    graph = catalog.graph()
     if settings.expand_depth:
         by_id = expand(
             graph,

@@ -22,7 +22,6 @@ from coderag.language import STOP_EN
 from coderag.schemas import Unit
 from coderag.settings import Settings
 from coderag.store import Catalog, get_catalog
-from coderag.store import symbols as symbol_table
 from coderag_retriever import shards
 from coderag_retriever.fuse import rrf
 from coderag_retriever.index import RepoIndex, assemble, get_index_cache
@@ -83,8 +82,8 @@ def stripped_index(catalog: Catalog, repo: str, units: list[Unit]) -> RepoIndex:
     """An index of doc-stripped units built as the live one is (file shards in path order), so
     its positions are the live index's."""
     rows: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for r in symbol_table.defined(catalog.db, repo):
-        rows[r["unit_id"]].append((r["name"], r["qualified"]))
+    for r in catalog.symbols.defined(repo):
+        rows[r.unit_id].append((r.name, r.qualified))
     by_file: dict[str, list[Unit]] = defaultdict(list)
     for u in units:
         by_file[u.file].append(u)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from coderag.schemas import Unit
 from coderag.store import Catalog
-from coderag.store import symbols as symbol_table
+from coderag.store.symbols import Definition
 from coderag_retriever.postings import Postings
 from coderag_retriever.text import code_tokens, split_identifier, stem
 
@@ -106,10 +106,10 @@ def drop_shard(shard: FileShard, postings: Postings) -> None:
         postings.remove(slot, doc)
 
 
-def _symbol_rows(rows: Iterable) -> dict[str, list[tuple[str, str]]]:
+def _symbol_rows(rows: Iterable[Definition]) -> dict[str, list[tuple[str, str]]]:
     out: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for r in rows:
-        out[r["unit_id"]].append((r["name"], r["qualified"]))
+        out[r.unit_id].append((r.name, r.qualified))
     return out
 
 
@@ -119,7 +119,7 @@ def read_all(catalog: Catalog, repo: str, postings: Postings) -> dict[str, FileS
     by_file: dict[str, list[Unit]] = {path: [] for path in shas}
     for u in catalog.units(repo):
         by_file.setdefault(u.file, []).append(u)
-    rows = _symbol_rows(symbol_table.defined(catalog.db, repo))
+    rows = _symbol_rows(catalog.symbols.defined(repo))
     return {
         path: make_shard(shas.get(path, ""), units, rows, postings)
         for path, units in sorted(by_file.items())
@@ -130,5 +130,5 @@ def read_file(
     catalog: Catalog, repo: str, path: str, sha: str, postings: Postings, known: FileShard | None
 ) -> FileShard:
     """One file's shard, from that file's rows only."""
-    rows = _symbol_rows(symbol_table.defined_in(catalog.db, repo, path))
+    rows = _symbol_rows(catalog.symbols.defined_in(repo, path))
     return make_shard(sha, catalog.units(repo, [path]), rows, postings, known)

@@ -2,32 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from coderag import chain
 from coderag.chain import Skip, Stage
-from coderag.jobs import IndexRepo, RefreshRepo, handles
-from coderag.store import chain_rows, refs
+from coderag.jobs import IndexRepo, Refreshed, RefreshRepo, Skipped, handles
+from coderag.store import refs
 from coderag_retriever.clustering import refresh
 from coderag_retriever.index import get_index_cache
 
 
 @handles(RefreshRepo)
-def refresh_repo(job: RefreshRepo) -> dict[str, Any]:
+def refresh_repo(job: RefreshRepo) -> Refreshed | Skipped:
     """Refresh clusters (when the cluster route is on), then mark the repository ready with fresh
     counts; in-process, rebuild its index now."""
     return chain.run(job, lambda stage: _refresh(stage, job))
 
 
-def _refresh(stage: Stage, job: RefreshRepo) -> dict[str, Any]:
+def _refresh(stage: Stage, job: RefreshRepo) -> Refreshed:
     catalog, settings, name = stage.catalog, stage.settings, stage.repo
     files, units = catalog.counts(name)
     if settings.weights().get("cluster", 0.0) > 0:
         with stage.renewing():
             refresh(catalog, name, settings)
-    if not chain_rows.publish_complete(
-        catalog.db, name, stage.registration, files, units, job.commit
-    ):
+    if not catalog.chains.publish_complete(name, stage.registration, files, units, job.commit):
         raise Skip("deleted")
     if chain.finish_chain(catalog, name, stage.token):
         stage.next(IndexRepo(repo=name))  # a reindex asked for while this chain ran
@@ -35,4 +31,4 @@ def _refresh(stage: Stage, job: RefreshRepo) -> dict[str, Any]:
         stage.next(IndexRepo(repo=key))  # forked from this index, now complete
     if not settings.redis_url:
         get_index_cache().get(catalog, name)
-    return {"repo": name, "files": files, "units": units}
+    return Refreshed(repo=name, files=files, units=units)

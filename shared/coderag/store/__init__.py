@@ -28,7 +28,7 @@ def get_catalog(settings: Settings | None = None) -> Catalog:
     key = _key(settings, "catalog")
     with _lock:
         if key not in _stores:
-            _stores[key] = Catalog(Database(settings.database))
+            _stores[key] = Catalog.open(settings.database)
         return _stores[key]  # type: ignore[return-value]
 
 
@@ -70,5 +70,5 @@ def reset_stores() -> None:
     with _lock:
         for store in _stores.values():
             if isinstance(store, Catalog):
-                store.db.close()
+                store.close()
         _stores.clear()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
-from coderag.store.database import Database, Row
+from coderag.store.database import Database
 
 COLUMNS = (
     "user",
@@ -31,23 +32,32 @@ def now_ts() -> str:
     return f"{now:%Y-%m-%dT%H:%M:%S}.{now.microsecond // 1000:03d}Z"
 
 
-def insert(db: Database, row: Sequence[object]) -> None:
-    """Append one row, its values in ``COLUMNS`` order, stamped with the current time."""
-    names = ", ".join(quoted(c) for c in ("ts", *COLUMNS))
-    marks = ", ".join(f":{c}" for c in ("ts", *COLUMNS))
-    sql = f"INSERT INTO audit ({names}) VALUES ({marks})"
-    params = {"ts": now_ts(), **dict(zip(COLUMNS, row, strict=True))}
-    db.write(lambda conn: conn.execute(sql, params))
+class AuditLog:
+    """The ``audit`` table (``catalog.audit_log``)."""
 
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
-def rows(db: Database, columns: Sequence[str], since: str | None, until: str | None) -> list[Row]:
-    """The rows with since <= ts < until (either bound may be absent), oldest first."""
-    sql = f"SELECT {', '.join(quoted(c) for c in columns)} FROM audit WHERE 1=1"
-    params: dict[str, str] = {}
-    if since:
-        sql += " AND ts >= :since"
-        params["since"] = since
-    if until:
-        sql += " AND ts < :until"
-        params["until"] = until
-    return db.read(sql + " ORDER BY id", params)
+    def insert(self, row: Sequence[object]) -> None:
+        """Append one row, its values in ``COLUMNS`` order, stamped with the current time."""
+        names = ", ".join(quoted(c) for c in ("ts", *COLUMNS))
+        marks = ", ".join(f":{c}" for c in ("ts", *COLUMNS))
+        sql = f"INSERT INTO audit ({names}) VALUES ({marks})"
+        params = {"ts": now_ts(), **dict(zip(COLUMNS, row, strict=True))}
+        self._db.write(lambda conn: conn.execute(sql, params))
+
+    def rows(
+        self, columns: Sequence[str], since: str | None, until: str | None
+    ) -> list[dict[str, Any]]:
+        """The rows with since <= ts < until (either bound may be absent), oldest first, each
+        as its ``columns`` by name."""
+        sql = f"SELECT {', '.join(quoted(c) for c in columns)} FROM audit WHERE 1=1"
+        params: dict[str, str] = {}
+        if since:
+            sql += " AND ts >= :since"
+            params["since"] = since
+        if until:
+            sql += " AND ts < :until"
+            params["until"] = until
+        found = self._db.read(sql + " ORDER BY id", params)
+        return [dict(zip(columns, r, strict=True)) for r in found]

@@ -32,7 +32,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from functools import lru_cache
 from pathlib import Path
@@ -152,6 +152,13 @@ class Tx:
             # several times the insert (tens of thousands of rows at a first index)
             return self.connection.exec_driver_sql(sql, rows).rowcount
         return self.connection.execute(sa.text(sql), rows).rowcount
+
+
+def insert_sql(table: str, fields: Sequence[str]) -> str:
+    """An INSERT of one row into ``table`` with a named parameter per column."""
+    return (
+        f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({', '.join(':' + f for f in fields)})"
+    )
 
 
 def statement(sql: str, params: Params) -> sa.TextClause:

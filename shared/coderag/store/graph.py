@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from coderag.store.database import Database, Row
+from coderag.store.database import Database, Row, Tx, insert_sql
 
 CALLABLE_KINDS = ("function", "method")
 """Symbol kinds a call can resolve to."""
@@ -46,7 +48,7 @@ class Graph:
     once, and no answer reads edges older than its request."""
 
     def __init__(self, db: Database) -> None:
-        self.db = db
+        self._db = db
         self._named: dict[tuple[str, str], list[Row]] = {}
         self._edges: dict[tuple[str, str, str], list[Edge]] = {}
 
@@ -57,7 +59,7 @@ class Graph:
         for i in range(0, len(todo), NAMES_PER_QUERY):
             part = todo[i : i + NAMES_PER_QUERY]
             found: dict[str, list[Row]] = {n: [] for n in part}
-            for r in self.db.read(
+            for r in self._db.read(
                 "SELECT name, qualified, file, unit_id FROM symbols WHERE repo=:repo AND name IN "
                 ":names AND kind IN :kinds AND unit_id IS NOT NULL",
                 {"repo": repo, "names": part, "kinds": CALLABLE_KINDS},
@@ -86,7 +88,7 @@ class Graph:
         """Units the given unit calls."""
         key = (repo, unit_id, "callees")
         if key not in self._edges:
-            sites = self.db.read(
+            sites = self._db.read(
                 "SELECT file, callee, receiver_type, line FROM calls WHERE caller_id=:unit",
                 {"unit": unit_id},
             )
@@ -105,7 +107,7 @@ class Graph:
         if key not in self._edges:
             names = {
                 r["name"]
-                for r in self.db.read(
+                for r in self._db.read(
                     "SELECT name FROM symbols WHERE repo=:repo AND unit_id=:unit",
                     {"repo": repo, "unit": unit_id},
                 )
@@ -113,7 +115,7 @@ class Graph:
             definitions = self._definitions(repo, names)
             out: list[Edge] = []
             for name in sorted(names):
-                for r in self.db.read(
+                for r in self._db.read(
                     "SELECT caller_id, file, receiver_type, line FROM calls "
                     "WHERE repo=:repo AND callee=:name",
                     {"repo": repo, "name": name},
@@ -145,7 +147,7 @@ class Graph:
         return Counter(
             {
                 r["callee"]: r["n"]
-                for r in self.db.read(
+                for r in self._db.read(
                     "SELECT callee, COUNT(*) AS n FROM calls WHERE repo=:repo GROUP BY callee",
                     {"repo": repo},
                 )
@@ -156,17 +158,17 @@ class Graph:
         """Per file: call sites in other files naming its symbols, plus imports of its module."""
         defined: dict[str, set[str]] = defaultdict(set)
         by_repo = {"repo": repo}
-        for r in self.db.read("SELECT name, file FROM symbols WHERE repo=:repo", by_repo):
+        for r in self._db.read("SELECT name, file FROM symbols WHERE repo=:repo", by_repo):
             defined[r["name"]].add(r["file"])
         counts: Counter[str] = Counter()
-        for r in self.db.read("SELECT callee, file FROM calls WHERE repo=:repo", by_repo):
+        for r in self._db.read("SELECT callee, file FROM calls WHERE repo=:repo", by_repo):
             for f in defined.get(r["callee"], ()):
                 if f != r["file"]:
                     counts[f] += 1
         files = [
-            r["path"] for r in self.db.read("SELECT path FROM files WHERE repo=:repo", by_repo)
+            r["path"] for r in self._db.read("SELECT path FROM files WHERE repo=:repo", by_repo)
         ]
-        for r in self.db.read("SELECT file, module FROM imports WHERE repo=:repo", by_repo):
+        for r in self._db.read("SELECT file, module FROM imports WHERE repo=:repo", by_repo):
             for f in files:
                 if f != r["file"] and _imports_file(r["module"], f):
                     counts[f] += 1
@@ -178,7 +180,7 @@ class Graph:
 
     def tested(self, repo: str) -> set[str]:
         """Units called from test code (TestCoverageHint)."""
-        sites = self.db.read(
+        sites = self._db.read(
             "SELECT c.callee, c.receiver_type, c.file FROM calls c JOIN units u "
             "ON u.id = c.caller_id WHERE c.repo=:repo AND u.is_test=1",
             {"repo": repo},
@@ -189,6 +191,24 @@ class Graph:
             for r in sites
             for unit in self._pick(definitions[r["callee"]], r["receiver_type"], r["file"])
         }
+
+
+CALL_FIELDS = ("repo", "file", "caller_id", "callee", "receiver", "receiver_type", "line")
+"""Columns of a call row."""
+
+IMPORT_FIELDS = ("repo", "file", "module")
+"""Columns of an import row."""
+
+
+def insert(
+    conn: Tx, repo: str, calls: Iterable[tuple[Any, ...]], imports: Iterable[tuple[Any, ...]]
+) -> None:
+    """Add a parse's raw graph rows: calls (file, caller_id, callee, receiver, receiver_type,
+    line) and imports (file, module)."""
+    for table, fields, rows in (("calls", CALL_FIELDS, calls), ("imports", IMPORT_FIELDS, imports)):
+        conn.executemany(
+            insert_sql(table, fields), [dict(zip(fields, (repo, *r), strict=True)) for r in rows]
+        )
 
 
 def _imports_file(module: str, path: str) -> bool:

@@ -14,12 +14,14 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-import uuid
 
 from coderag.errors import Conflict, NotFound
-from coderag.schemas import RefOut, RepoOut, unit_id
-from coderag.store.catalog import FILE_TABLES, Catalog, now_iso
-from coderag.store.database import Database, Tx
+from coderag.schemas import unit_id
+from coderag.store import chain_rows, repos
+from coderag.store.catalog import Catalog
+from coderag.store.database import Tx, insert_sql
+from coderag.store.repos import Repo
+from coderag.store.tables import FILE_TABLES
 
 SEPARATOR = "@"
 """Between a repository's name and its ref's slug in the ref's key."""
@@ -41,7 +43,7 @@ def is_ref_key(key: str) -> bool:
     return SEPARATOR in key
 
 
-def add(catalog: Catalog, name: str, ref: str) -> RepoOut:
+def add(catalog: Catalog, name: str, ref: str) -> Repo:
     """Register ``ref`` of repository ``name`` as queued under a fresh registration id;
     Conflict when it is the repository's own branch or already registered."""
     repo = catalog.get_repo(name)
@@ -51,34 +53,20 @@ def add(catalog: Catalog, name: str, ref: str) -> RepoOut:
     progress = f"waiting for {name!r} to finish indexing" if indexing(repo) else None
 
     def insert(conn: Tx) -> None:
-        if conn.execute("SELECT 1 FROM repos WHERE name=:key", {"key": key}).fetchone():
+        if repos.exists(conn, key):
             raise Conflict(f"ref {ref!r} of {name!r} is already registered")
-        conn.execute(
-            "INSERT INTO repos (name, path, url, branch, status, uid, ref_of, progress, "
-            "created_at) VALUES (:key, :path, :url, :ref, 'queued', :uid, :name, :progress, "
-            ":created)",
-            {
-                "key": key,
-                "path": repo.path,
-                "url": repo.url,
-                "ref": ref,
-                "uid": uuid.uuid4().hex,
-                "name": name,
-                "progress": progress,
-                "created": now_iso(),
-            },
-        )
+        repos.insert_row(conn, key, repo.path, repo.url, ref, ref_of=name, progress=progress)
 
     catalog.db.write(insert)
     return catalog.get_repo(key)
 
 
-def of(catalog: Catalog, name: str) -> list[RepoOut]:
+def of(catalog: Catalog, name: str) -> list[Repo]:
     """The refs registered for repository ``name``, by ref."""
     return catalog.list_repos(ref_of=name)
 
 
-def indexing(repo: RepoOut) -> bool:
+def indexing(repo: Repo) -> bool:
     """Whether a repository's index is still being written (queued, parsing or owing vectors)."""
     return repo.status in ("queued", "indexing") or (repo.status == "ready" and not repo.complete)
 
@@ -86,25 +74,16 @@ def indexing(repo: RepoOut) -> bool:
 def waiting_on(catalog: Catalog, name: str) -> list[str]:
     """Keys of repository ``name``'s refs never indexed and not started: they wait for its
     index to complete, to fork from it."""
-    rows = catalog.db.read(
-        "SELECT name FROM repos WHERE ref_of=:name AND commit_sha IS NULL AND status='queued' "
-        "AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < :now)",
-        {"name": name, "now": time.time()},
-    )
-    return [r["name"] for r in rows]
+    return catalog.refs_waiting_on(name, time.time())
 
 
 def waiting(catalog: Catalog) -> set[str]:
     """Keys of every ref waiting for its repository's index (healing must not start them)."""
-    rows = catalog.db.read(
-        "SELECT r.name, r.ref_of FROM repos r WHERE r.ref_of IS NOT NULL "
-        "AND r.commit_sha IS NULL AND r.status='queued'"
-    )
     out = set()
-    for r in rows:
+    for key, parent in catalog.refs_never_indexed().items():
         try:
-            if indexing(catalog.get_repo(r["ref_of"])):
-                out.add(r["name"])
+            if indexing(catalog.get_repo(parent)):
+                out.add(key)
         except NotFound:
             continue
     return out
@@ -117,10 +96,7 @@ def resolve(catalog: Catalog, name: str, ref: str | None) -> str:
     if ref is None or ref == repo.branch:
         return name
     key = ref_key(name, ref)
-    found = catalog.db.read(
-        "SELECT 1 FROM repos WHERE name=:key AND ref_of=:name", {"key": key, "name": name}
-    )
-    if not found:
+    if not catalog.is_ref_of(key, name):
         raise NotFound(
             f"repository {name!r} has no ref {ref!r}; POST /repos/{name}/refs to index it"
         )
@@ -132,52 +108,31 @@ def label(name: str, ref: str | None) -> str:
     return f"{name}{SEPARATOR}{ref}" if ref else name
 
 
-def ref_out(repo: RepoOut) -> RefOut:
-    """A ref's state as its repository lists it."""
-    return RefOut(
-        ref=repo.branch or "", **repo.model_dump(exclude={"name", "branch", "path", "url"})
-    )
-
-
-def with_refs(catalog: Catalog, repo: RepoOut) -> RepoOut:
-    """``repo`` with its refs listed."""
-    return repo.model_copy(update={"refs": [ref_out(r) for r in of(catalog, repo.name)]})
-
-
-def listed(repos: list[RepoOut]) -> list[RepoOut]:
-    """The repositories among ``repos`` (every row, refs included, as one read gives them),
-    each with its refs listed by ref."""
-    children: dict[str, list[RepoOut]] = {}
-    for r in repos:
+def grouped(rows: list[Repo]) -> list[tuple[Repo, list[Repo]]]:
+    """The repositories among ``rows`` (every row, refs included, as one read gives them), each
+    with its refs by ref."""
+    children: dict[str, list[Repo]] = {}
+    for r in rows:
         if r.ref_of:
             children.setdefault(r.ref_of, []).append(r)
-    return [
-        r.model_copy(
-            update={"refs": [ref_out(x) for x in sorted(children.get(r.name, []), key=_by_ref)]}
-        )
-        for r in repos
-        if not r.ref_of
-    ]
+    return [(r, sorted(children.get(r.name, []), key=_by_ref)) for r in rows if not r.ref_of]
 
 
-def _by_ref(repo: RepoOut) -> str:
+def _by_ref(repo: Repo) -> str:
     return repo.branch or ""
 
 
-def fork(db: Database, parent: str, key: str) -> bool:
+def fork(catalog: Catalog, parent: str, key: str) -> bool:
     """Copy repository ``parent``'s index under ``key`` at the parent's commit, when the parent
     is complete, no chain is writing it and ``key`` holds nothing yet; returns whether it
     copied. One transaction: a chain of the parent must take its lease first, so the rows are
     exactly those of the commit recorded."""
 
     def copy(conn: Tx) -> bool:
-        row = conn.execute(
-            "SELECT commit_sha, complete, lease_owner, lease_until, dirty FROM repos "
-            "WHERE name=:parent",
-            {"parent": parent},
-        ).fetchone()
-        busy = row is not None and row["lease_owner"] and (row["lease_until"] or 0) > time.time()
-        if row is None or not row["complete"] or not row["commit_sha"] or busy:
+        source = repos.fork_source(conn, parent)
+        if source is None or not source.complete or not source.commit:
+            return False
+        if chain_rows.held(conn, parent, time.time()):
             return False
         if conn.execute("SELECT 1 FROM files WHERE repo=:key LIMIT 1", {"key": key}).fetchone():
             return False
@@ -191,13 +146,10 @@ def fork(db: Database, parent: str, key: str) -> bool:
         for table in FILE_TABLES:
             column = UNIT_ID_COLUMNS.get(table)
             _copy_rows(conn, table, parent, key, {column: ids} if column else {})
-        conn.execute(
-            "UPDATE repos SET commit_sha=:commit, dirty=:dirty WHERE name=:key",
-            {"commit": row["commit_sha"], "dirty": row["dirty"], "key": key},
-        )
+        repos.set_forked(conn, key, source.commit, source.dirty)
         return True
 
-    return bool(db.write(copy))
+    return bool(catalog.db.write(copy))
 
 
 def _copy_rows(
@@ -213,11 +165,10 @@ def _copy_rows(
     if not rows:
         return
     cols = list(rows[0].keys())
-    marks = ",".join(f":{c}" for c in cols)
     out = []
     for r in rows:
         values = {c: r[c] for c in cols} | {"repo": key}
         for col, ids in mapped.items():
             values[col] = ids.get(values[col], values[col])
         out.append(values)
-    conn.executemany(f"INSERT INTO {table} ({','.join(cols)}) VALUES ({marks})", out)
+    conn.executemany(insert_sql(table, cols), out)
