@@ -26,7 +26,8 @@ sys.path.insert(0, str(HERE))
 
 from fetch import load_corpora  # noqa: E402
 
-from coderag_retriever.learned import FEATURES, Ranker, fit, fit_listwise, parse  # noqa: E402
+from coderag_retriever.learned import FEATURES, Ranker, parse  # noqa: E402
+from coderag_training.ranker import fit, fit_listwise  # noqa: E402
 
 SHIPPED = HERE.parent / "services" / "retriever" / "coderag_retriever" / "ranker.json"
 """Where the shipped ranker lives."""

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from coderag.settings import get_settings
 from coderag_retriever import learned
 from coderag_retriever.search import gather, rank
+from coderag_training import ranker
 from tests.conftest import indexed
 
 SOURCES = {
@@ -44,7 +45,7 @@ def test_fit_learns_the_signal_and_round_trips() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, len(learned.FEATURES)))
     y = (x[:, 0] + 0.5 * x[:, 3] > 0.8).astype(float)
-    model = learned.fit(x, y, l2=1.0)
+    model = ranker.fit(x, y, l2=1.0)
     p = model.probability(x)
     assert p[y == 1].mean() > 0.7 > 0.3 > p[y == 0].mean()
     assert model.weights[0] > 0 and model.weights[3] > 0
