@@ -262,6 +262,26 @@ def _generate(q: _Question, prompt: Prompt, room: int) -> Generator[Event, None,
     return text
 
 
+def _render(q: _Question, messages: list[dict[str, str]], context: _Context) -> Prompt:
+    """The backend's prompt for ``messages``, carrying the hits shown (the extractive backend
+    answers from them) and the question."""
+    prompt = q.backend.render(messages)
+    prompt.context = context.shown
+    prompt.lang = q.lang
+    prompt.query = q.query
+    return prompt
+
+
+def _corrected(
+    q: _Question, messages: list[dict[str, str]], text: str, context: _Context
+) -> list[dict[str, str]]:
+    """The chat again with the answer that cited nothing valid and an instruction to cite."""
+    first = context.kept[0]
+    example = f"{first.file}:{first.start_line}-{first.end_line}"
+    retry = prompts.load("retry", q.lang).format(example=example)
+    return [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": retry}]
+
+
 def _from_model(q: _Question) -> Generator[Event, None, Answer]:
     """The model's answer with its citations checked; one corrective retry when none passes,
     then a refusal."""
@@ -269,11 +289,9 @@ def _from_model(q: _Question) -> Generator[Event, None, Answer]:
     context = _context(q)
     messages = _messages(q, context)
     input_tokens = output_tokens = 0
+    reason = NO_CITATION
     for attempt in range(1, ATTEMPTS + 1):
-        prompt = backend.render(messages)
-        prompt.context = context.shown
-        prompt.lang = q.lang
-        prompt.query = q.query
+        prompt = _render(q, messages, context)
         input_tokens += prompt.tokens
         yield Event(
             "prompt",
@@ -290,14 +308,8 @@ def _from_model(q: _Question) -> Generator[Event, None, Answer]:
         text = yield from _generate(q, prompt, room)
         output_tokens += backend.count_tokens(text) if text else 0
         if prompts.is_refusal(text):
-            return Answer(
-                answer=prompts.load("refusal", q.lang),
-                refused=True,
-                reason=REFUSED_BY_MODEL,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                backend=backend.name,
-            )
+            reason = REFUSED_BY_MODEL
+            break
         checked = check(text, context.ranges, q.file_lines)
         if checked.valid:
             return Answer(
@@ -309,17 +321,11 @@ def _from_model(q: _Question) -> Generator[Event, None, Answer]:
             )
         if attempt < ATTEMPTS:
             yield Event("retry", {"reason": "no valid citation", "invalid": checked.invalid})
-            first = context.kept[0]
-            example = f"{first.file}:{first.start_line}-{first.end_line}"
-            messages = [
-                *messages,
-                {"role": "assistant", "content": text},
-                {"role": "user", "content": prompts.load("retry", q.lang).format(example=example)},
-            ]
+            messages = _corrected(q, messages, text, context)
     return Answer(
         answer=prompts.load("refusal", q.lang),
         refused=True,
-        reason=NO_CITATION,
+        reason=reason,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         backend=backend.name,
