@@ -66,7 +66,7 @@ from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
 from coderag_app.server import load_jobs  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
-from coderag_generator.answer import answer_events  # noqa: E402
+from coderag_generator.answer import Done, answer_events  # noqa: E402
 from coderag_generator.asking import RETRIEVE_K  # noqa: E402
 from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
 from coderag_retriever import relevance, retrieval  # noqa: E402
@@ -184,8 +184,8 @@ def answer(case: Case, backend: Counting, settings: Settings) -> Outcome:
         below_gate=below,
     )  # fmt: skip
     for event in events:
-        if event.name == "done":
-            done = event.data
+        if isinstance(event, Done):
+            done = event.payload()
     ms = (time.perf_counter() - start) * 1000 + case.retrieve_ms
     return Outcome(case, done, ms, backend.renders - before)
 

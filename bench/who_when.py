@@ -18,11 +18,12 @@ from git_history import NOW, build
 from coderag.errors import NotFound
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
+from coderag.schemas import HistoryResponse, RangeHistory
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag_app.server import load_jobs
 from coderag_generator import chronicle, window
-from coderag_generator.answer import answer_events
+from coderag_generator.answer import Done, answer_events
 from coderag_generator.backends import Backend
 from coderag_parser import line_history
 from coderag_parser.gitsync import head_commit
@@ -40,17 +41,16 @@ def git_facts(root: Path, query: str, hits: list[dict[str, Any]]) -> chronicle.G
     win = window.window(query, NOW)
     since, until = (win.since, win.until) if win else (None, None)
     ranges = [
-        {
-            **r,
-            "last": line_history.last_commit(root, r["file"], r["start_line"], r["end_line"]),
-            "changes": line_history.changes(
-                root, r["file"], r["start_line"], r["end_line"], since, until
-            ),
-        }
+        RangeHistory(
+            **r.model_dump(),
+            last=line_history.last_commit(root, r.file, r.start_line, r.end_line),
+            changes=line_history.changes(root, r.file, r.start_line, r.end_line, since, until),
+        )
         for r in chronicle.ranges(units)
     ]
     known = line_history.has_history(root)
-    return chronicle.GitFacts(units, {"has_history": known, "ranges": ranges}, win)
+    history = HistoryResponse(repo=REPO, has_history=known, ranges=ranges)
+    return chronicle.GitFacts(units, history, win)
 
 
 def run(
@@ -83,7 +83,7 @@ def run(
         events = answer_events(
             query, hits, backend, settings, lambda p: catalog.file_lines(REPO, p), (), git
         )
-        done = [e for e in events if e.name == "done"][-1].data
+        done = [e for e in events if isinstance(e, Done)][-1].payload()
         named = _HASH.findall(done["answer"])
         want = [shas[s] for s in q["commits"]]
         says_none = done["answer"].startswith("No commit") or "没有提交修改过" in done["answer"]

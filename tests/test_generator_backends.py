@@ -248,7 +248,7 @@ def test_openai_streams_from_a_real_server(llama_server: str) -> None:
     events = list(answer_events("How is an order created?", [hit], backend, settings, lambda _: 2))
     names = [e.name for e in events]
     assert names[0] == "prompt" and "token" in names and names[-1] == "done"
-    assert events[-1].data["input_tokens"] > 0 and events[-1].data["backend"] == "openai"
+    assert events[-1].answer.input_tokens > 0 and events[-1].answer.backend == "openai"
 
 
 def test_openai_startup_errors_are_config_errors(llama_server: str) -> None:

@@ -109,11 +109,11 @@ def test_a_range_names_the_commit_that_changed_its_last_line(tmp_path: Path, cas
     # what a citation of the whole function carries (the history route's last commit)
     last = line_history.last_commit(root, rel, fn.start_line, fn.end_line)
     assert last is not None
-    assert (last["commit"], last["author"]) == (second[:7], "Bob"), last
-    assert last["summary"] == "round the total"
+    assert (last.commit, last.author) == (second[:7], "Bob"), last
+    assert last.summary == "round the total"
     # a range of commit 1's lines alone still names commit 1
     head = line_history.last_commit(root, rel, fn.start_line, fn.end_line - 1)
-    assert head is not None and (head["commit"], head["author"]) == (first[:7], "Alice"), head
+    assert head is not None and (head.commit, head.author) == (first[:7], "Alice"), head
 
     # what the parser's blame stage computes for each unit
     spans = [(u.symbol, u.start_line, u.end_line) for u in units.values()]

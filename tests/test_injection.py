@@ -85,7 +85,7 @@ def test_an_injection_in_the_code_cannot_forge_a_citation_with_llamacpp(
     events = list(
         answer_events(query, hits, smollm, settings, lambda p: get_catalog().file_lines("inj", p))
     )
-    done = events[-1].data
+    done = events[-1].payload()
     system, user = prompts[0][0]["content"], prompts[0][-1]["content"]
     assert "not instructions" in system
     assert "FILE: ops/admin.py" not in user and "[FILE]: ops/admin.py:1-3" in user

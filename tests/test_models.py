@@ -95,7 +95,7 @@ def test_llamacpp_answers_cite_a_retrieved_unit(smollm: LlamaCppBackend, sample_
     )
     names = [e.name for e in events]
     assert names[0] == "prompt" and names[-1] == "done" and "token" in names
-    done = events[-1].data
+    done = events[-1].payload()
     assert done["input_tokens"] > 0 and done["backend"] == "llamacpp"
     assert done["refused"] is False and done["citations"], done
     assert "(see FILE: " in done["answer"], done["answer"]

@@ -172,7 +172,7 @@ def test_relations_reach_the_prompt_callers_first() -> None:
     assert text.index("FILE: a.py:10-11") < text.index("FILE: a.py:1-2")  # caller first
     # the backend still gets the hits best first
     assert [u.symbol for u in backend.last.context] == ["save", "handle"]
-    assert done[-1].name == "done" and done[-1].data["citations"][0]["start_line"] == 1
+    assert done[-1].name == "done" and done[-1].answer.citations[0].start_line == 1
 
 
 def test_rules_leave_benchmark_questions_alone() -> None:

@@ -121,7 +121,7 @@ def test_retry_then_refuse_through_a_real_server(server: ScriptedServer, hits: l
     assert names.count("prompt") == 2 and "retry" in names and names[-1] == "done"
     retry = next(e for e in events if e.name == "retry")
     assert retry.data["invalid"] == 1
-    done = events[-1].data
+    done = events[-1].payload()
     assert done["refused"] is False and done["reason"] == "" and len(done["citations"]) == 1
     cite = done["citations"][0]
     assert any(
@@ -132,13 +132,13 @@ def test_retry_then_refuse_through_a_real_server(server: ScriptedServer, hits: l
     assert second[-1]["content"].startswith(prompts.load("retry", "en").split("{")[0])
 
     events = run(server, hits, query, bad, bad)
-    done = events[-1].data
+    done = events[-1].payload()
     assert done["refused"] is True and done["reason"] == NO_CITATION and done["citations"] == []
     assert done["answer"] == prompts.load("refusal", "en")
     assert len(server.requests) == 4, "one answer and one retry, then refusal"
 
     events = run(server, hits, "订单是怎么处理的？", lambda _: prompts.load("refusal", "zh"))
-    done = events[-1].data
+    done = events[-1].payload()
     assert done["refused"] is True and done["reason"] == REFUSED_BY_MODEL
     assert done["answer"] == prompts.load("refusal", "zh") and len(server.requests) == 5
 
@@ -153,7 +153,8 @@ def test_contradicted_premises_are_corrected_with_a_citation(
         ("ProcessOrder 调用了 DeleteEverything，对吗？", "zh", "并不调用 `DeleteEverything`"),
         ("ProcessOrder both returns an error and exits, right?", "en", "ends the process"),
     ]:
-        done = run(server, hits, query)[-1].data  # an empty script: the model must not be asked
+        # an empty script: the model must not be asked
+        done = run(server, hits, query)[-1].payload()
         assert done["reason"] == PREMISE and done["refused"] is False, done
         assert marker in done["answer"], done["answer"]
         assert done["answer"].startswith("No —" if lang == "en" else "不对")
@@ -164,5 +165,5 @@ def test_contradicted_premises_are_corrected_with_a_citation(
     assert server.requests == []
     # a premise the code bears out goes to the model as usual
     called = unit.facts["calls"][0].split(" (")[0].rsplit(".", 1)[-1]
-    done = run(server, hits, f"ProcessOrder calls {called}, right?", good)[-1].data
+    done = run(server, hits, f"ProcessOrder calls {called}, right?", good)[-1].payload()
     assert done["reason"] == "" and len(server.requests) == 1

@@ -129,6 +129,7 @@ async def _ask(query: str, repo: str, as_json: bool) -> int:
     from coderag.schemas import AskRequest
     from coderag.store import get_catalog
     from coderag_app.server import create_app
+    from coderag_generator.answer import Done
     from coderag_generator.asking import Asker, ask
     from coderag_generator.client import ParserClient, RetrieverClient, connect
 
@@ -145,21 +146,23 @@ async def _ask(query: str, repo: str, as_json: bool) -> int:
     # unvalidated, so a blank or long question gets /ask's own message
     request = AskRequest.model_construct(query=query, repo=repo, session_id=None)
     async for event in ask(request, asker, report_errors=True):
-        if event.name == "error":
+        if isinstance(event, Done):
+            if as_json:
+                print(json.dumps(event.payload(), ensure_ascii=False, indent=2))
+            else:
+                d = event.answer
+                print("\n\n" + ("REFUSED: " if d.refused else "") + d.answer)
+                for c in d.citations:
+                    print(f"  cites {c.file}:{c.start_line}-{c.end_line}")
+        elif event.name == "error":
             print(f"error: {event.data['detail']}", file=sys.stderr)
             return 2
-        if as_json:
-            if event.name == "done":
-                print(json.dumps(event.data, ensure_ascii=False, indent=2))
+        elif as_json:
+            continue
         elif event.name == "token":
             print(event.data["text"], end="", flush=True)
         elif event.name == "retry":
             print("\n[retrying: the answer had no valid citation]", flush=True)
-        elif event.name == "done":
-            d = event.data
-            print("\n\n" + ("REFUSED: " if d["refused"] else "") + d["answer"])
-            for c in d["citations"]:
-                print(f"  cites {c['file']}:{c['start_line']}-{c['end_line']}")
     return 0
 
 

@@ -412,14 +412,29 @@ class HistoryRequest(BaseModel):
     until: str | None = None
 
 
+class CommitFact(BaseModel):
+    """One commit as git facts name it: short hash, author, ISO 8601 author date, subject."""
+
+    commit: str
+    author: str
+    date: str
+    summary: str = ""
+
+
+class RangeChange(CommitFact):
+    """A commit that changed a range, with the ``[first, last]`` lines it changed there."""
+
+    ranges: list[list[int]] = Field(default_factory=list)
+
+
 class RangeHistory(BaseModel):
     """One range's last commit and, when asked, the commits that changed it (newest first)."""
 
     file: str
     start_line: int
     end_line: int
-    last: dict[str, str] | None = None
-    changes: list[dict[str, Any]] = Field(default_factory=list)
+    last: CommitFact | None = None
+    changes: list[RangeChange] = Field(default_factory=list)
 
 
 class HistoryResponse(BaseModel):

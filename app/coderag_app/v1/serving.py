@@ -32,7 +32,7 @@ from coderag_app.v1.schemas import (
     Usage,
 )
 from coderag_generator import asking
-from coderag_generator.answer import Sampling
+from coderag_generator.answer import Answer, Done, Sampling
 from coderag_generator.asking import Asker, Carried
 from coderag_generator.backends import get_backend
 from coderag_generator.conversation import Turn
@@ -116,44 +116,44 @@ def split(body: ChatRequest) -> tuple[str, list[Turn], str]:
     return question, turns, instruction
 
 
-def sources(citations: list[dict[str, Any]]) -> str:
+def sources(citations: list[Citation]) -> str:
     """The citations as a markdown list under the answer, each with its last commit."""
     if not citations:
         return ""
     lines = ["", "", "**Sources**", ""]
     for c in citations:
-        line = f"- `{c['file']}:{c['start_line']}-{c['end_line']}`"
-        if c.get("last_commit"):
-            line += f" — {c['last_commit'][:12]}"
-            if c.get("last_author"):
-                line += f" by {c['last_author']}"
-            if c.get("last_date"):
-                line += f", {str(c['last_date'])[:10]}"
+        line = f"- `{c.file}:{c.start_line}-{c.end_line}`"
+        if c.last_commit:
+            line += f" — {c.last_commit[:12]}"
+            if c.last_author:
+                line += f" by {c.last_author}"
+            if c.last_date:
+                line += f", {c.last_date[:10]}"
         lines.append(line)
     return "\n".join(lines)
 
 
-def _usage(done: dict[str, Any], question: str, turns: list[Turn], settings: Any) -> Usage:
+def _usage(done: Answer, question: str, turns: list[Turn], settings: Any) -> Usage:
     """The backend's own counts when a model answered; else the question, the turns and the
     answer counted under the backend's tokenizer (an answer decided without the model)."""
-    prompt, completion = done.get("input_tokens", 0), done.get("output_tokens", 0)
+    prompt, completion = done.input_tokens, done.output_tokens
     if not prompt:
         count = get_backend(settings).count_tokens
         prompt = count(question) + sum(count(t.content) for t in turns)
-        completion = completion or count(done.get("answer", ""))
+        completion = completion or count(done.answer)
     return Usage(
         prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
     )
 
 
-def _cited(done: dict[str, Any]) -> Cited:
+def _cited(done: Answer) -> Cited:
     return Cited(
-        citations=[Citation(**c) for c in done.get("citations") or []],
-        refused=bool(done.get("refused")),
-        reason=done.get("reason", ""),
-        clarify=bool(done.get("clarify")),
-        routes_missing=list(done.get("routes_missing") or []),
-        backend=done.get("backend", ""),
+        citations=done.citations,
+        refused=done.refused,
+        reason=done.reason,
+        clarify=done.clarify,
+        routes_missing=done.routes_missing,
+        backend=done.backend,
     )
 
 
@@ -183,14 +183,12 @@ async def complete(body: ChatRequest, asker: Asker) -> ChatCompletion | Streamin
     ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if not body.stream:
         async with aclosing(asking.ask(request, asker, carried=carried)) as events:
-            done = [e.data async for e in events if e.name == "done"][-1]
+            done = [e.answer async for e in events if isinstance(e, Done)][-1]
         return ChatCompletion(
             id=ident,
             created=created,
             model=body.model,
-            choices=[
-                Choice(message=AnswerMessage(content=done["answer"] + sources(done["citations"])))
-            ],
+            choices=[Choice(message=AnswerMessage(content=done.answer + sources(done.citations)))],
             usage=_usage(done, question, turns, asker.settings),
             coderag=_cited(done),
         )
@@ -203,17 +201,9 @@ async def complete(body: ChatRequest, asker: Asker) -> ChatCompletion | Streamin
         sent = held = ""
         async with aclosing(events):
             async for event in events:
-                if event.name == "token":
-                    # trailing whitespace waits: the checked answer is stripped, and what was
-                    # sent must stay a prefix of it
-                    held += event.data["text"]
-                    ready = held.rstrip()
-                    if len(ready) > len(sent) and ready.startswith(sent):
-                        yield _chunk(ident, created, body.model, {"content": ready[len(sent) :]})
-                        sent = ready
-                elif event.name == "done":
-                    done = event.data
-                    final = done["answer"] + sources(done["citations"])
+                if isinstance(event, Done):
+                    done = event.answer
+                    final = done.answer + sources(done.citations)
                     # the checked answer can differ from the tokens sent (a retry, a refusal,
                     # a dropped citation): then it follows them in full, after a rule
                     rest = final[len(sent) :] if final.startswith(sent) else "\n\n---\n\n" + final
@@ -229,6 +219,14 @@ async def complete(body: ChatRequest, asker: Asker) -> ChatCompletion | Streamin
                         usage=usage.model_dump(),
                         coderag=_cited(done).model_dump(),
                     )
+                elif event.name == "token":
+                    # trailing whitespace waits: the checked answer is stripped, and what was
+                    # sent must stay a prefix of it
+                    held += event.data["text"]
+                    ready = held.rstrip()
+                    if len(ready) > len(sent) and ready.startswith(sent):
+                        yield _chunk(ident, created, body.model, {"content": ready[len(sent) :]})
+                        sent = ready
                 elif event.name == "error":
                     yield f"data: {json.dumps(errors.body(503, event.data['detail']))}\n\n"
         yield "data: [DONE]\n\n"

@@ -1,5 +1,5 @@
 """From retrieved hits to a checked answer, as a stream of events: ``retrieval``, ``prompt``,
-``token`` (and ``retry``), then ``done`` with the final JSON.
+``token`` (and ``retry``), then ``done`` with the typed ``Answer``.
 
 Before the model is called, ``refusal`` declines unsafe questions, answers vague ones with a
 clarifying question, and refuses when the hits cannot hold the answer (no hits, the retriever's
@@ -12,15 +12,18 @@ answer) and marks clarifying answers with ``clarify``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from coderag.language import language
-from coderag.schemas import Hit
+from coderag.schemas import Citation, Hit
 from coderag.settings import Settings
 from coderag_generator import chronicle, premise, prompts, refusal, window
 from coderag_generator.backends import Backend
+from coderag_generator.backends.base import Prompt
 from coderag_generator.citations import check
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
 from coderag_generator.conversation import HISTORY_SHARE, fit_history
@@ -29,12 +32,57 @@ ATTEMPTS = 2
 """One answer and one corrective retry."""
 
 
-@dataclass
+class Answer(BaseModel):
+    """A checked answer or refusal: what /ask returns, less its timing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    answer: str
+    citations: list[Citation] = Field(default_factory=list)
+    refused: bool = False
+    clarify: bool = False
+    reason: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    backend: str = ""
+    session_id: str | None = None
+    routes_missing: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Event:
-    """One server-sent event."""
+    """One server-sent event before the answer: ``retrieval``, ``prompt``, ``token``, ``retry``,
+    or ``error``."""
 
     name: str
     data: dict[str, Any] = field(default_factory=dict)
+
+    def payload(self) -> dict[str, Any]:
+        """The event's JSON object."""
+        return self.data
+
+
+@dataclass(frozen=True)
+class Done:
+    """The last event: the answer, with the milliseconds it took once the ask use case has
+    timed it."""
+
+    answer: Answer
+    took_ms: float | None = None
+    name: str = "done"
+
+    def payload(self) -> dict[str, Any]:
+        """The answer's JSON object, ``took_ms`` where /ask has always put it (after
+        ``backend``)."""
+        data = self.answer.model_dump()
+        if self.took_ms is None:
+            return data
+        tail = {k: data.pop(k) for k in ("session_id", "routes_missing")}
+        return {**data, "took_ms": self.took_ms, **tail}
+
+
+Streamed = Event | Done
+"""What an answer streams: events, then one ``Done``."""
 
 
 REFUSED_BY_MODEL, NO_CITATION = "model", "no_citation"
@@ -54,29 +102,32 @@ class Sampling:
     max_tokens: int | None = None
 
 
-def _done(
-    answer: str,
-    citations: list,
-    refused: bool,
-    input_tokens: int,
-    output_tokens: int,
-    backend: str,
-    reason: str = "",
-    clarify: bool = False,
-) -> Event:
-    return Event(
-        "done",
-        {
-            "answer": answer,
-            "citations": [c.model_dump() for c in citations],
-            "refused": refused,
-            "clarify": clarify,
-            "reason": reason,
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "backend": backend,
-        },
-    )
+@dataclass(frozen=True)
+class _Question:
+    """One question with everything its answer is decided from."""
+
+    query: str
+    lang: str
+    hits: list[Hit]
+    backend: Backend
+    settings: Settings
+    file_lines: Callable[[str], int | None]
+    history: Sequence[dict[str, str]]
+    git: chronicle.GitFacts | None
+    sampling: Sampling
+    below_gate: bool
+    looked_for: Sequence[str]
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What the prompt shows: its text, the snippets kept, their ranges (what citations may
+    name) and the hits they came from, cut to the lines shown, best first."""
+
+    text: str
+    kept: list[Snippet]
+    ranges: list[tuple[str, int, int]]
+    shown: list[Hit]
 
 
 def answer_events(
@@ -91,7 +142,7 @@ def answer_events(
     sampling: Sampling = Sampling(),
     below_gate: bool = False,
     looked_for: Sequence[str] = (),
-) -> Generator[Event]:
+) -> Generator[Streamed]:
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
     turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
     given for who/when questions, answers them from the repository's history instead;
@@ -99,107 +150,148 @@ def answer_events(
     ``sampling`` carries a caller's instruction, temperature and length for a model;
     ``below_gate`` is the retriever's verdict that the code probably does not hold the answer,
     ``looked_for`` the words it searched by (what a refusal says it looked for)."""
-    lang = language(query)
-    events = _events(
-        query,
-        hits,
-        backend,
-        settings,
-        file_lines,
-        history,
-        git,
-        missing,
-        sampling,
-        below_gate,
-        looked_for,
-    )
-    for event in events:
-        if event.name == "done" and missing:
-            note = prompts.load("partial", lang).format(routes=", ".join(missing))
-            sep = "\n\n" if event.data["answer"] else ""
-            event = Event("done", {**event.data, "answer": event.data["answer"] + sep + note})
-        yield event
+    q = _Question(
+        query, language(query), hits, backend, settings, file_lines, history, git, sampling,
+        below_gate, looked_for,
+    )  # fmt: skip
+    answer = yield from _events(q)
+    if missing:
+        note = prompts.load("partial", q.lang).format(routes=", ".join(missing))
+        sep = "\n\n" if answer.answer else ""
+        answer = answer.model_copy(
+            update={"answer": answer.answer + sep + note, "routes_missing": list(missing)}
+        )
+    yield Done(answer)
 
 
-def _events(
-    query: str,
-    hits: list[Hit],
-    backend: Backend,
-    settings: Settings,
-    file_lines: Callable[[str], int | None],
-    history: Sequence[dict[str, str]],
-    git: chronicle.GitFacts | None,
-    missing: Sequence[str],
-    sampling: Sampling,
-    below_gate: bool,
-    looked_for: Sequence[str],
-) -> Iterator[Event]:
-    lang = language(query)
-    # a who/when question is gated on what it asks about, not on "who changed it last month"
-    about = window.subject(query) if git is not None else query
-    verdict = refusal.screen(query, lang)
+def _events(q: _Question) -> Generator[Event, None, Answer]:
+    decided = _by_rules(q)
+    if decided is not None:
+        return decided
+    if q.git is not None and q.git.units:
+        return _from_history(q, q.git)
+    return (yield from _from_model(q))
+
+
+def _by_rules(q: _Question) -> Answer | None:
+    """An answer decided without the model: an unsafe or vague question, a corrected premise,
+    or hits that cannot hold the answer; None when the model must answer."""
+    verdict = refusal.screen(q.query, q.lang)
     # a contradicted premise is answered before the gate: a claim about a unit that is found
     # may name a callee the code lacks, which the gate would refuse as absent
-    fixed = premise.correct(query, hits, lang) if verdict is None else None
+    fixed = premise.correct(q.query, q.hits, q.lang) if verdict is None else None
     if fixed:
-        cited = check(fixed, [(h.file, h.start_line, h.end_line) for h in hits], file_lines)
+        units = [(h.file, h.start_line, h.end_line) for h in q.hits]
+        cited = check(fixed, units, q.file_lines)
         if cited.valid:
-            yield _done(cited.text, cited.valid, False, 0, 0, backend.name, reason=PREMISE)
-            return
-    # a who/when question's words differ from what was searched (its subject): say its own
-    searched = looked_for if git is None else ()
-    verdict = verdict or refusal.gate(about, hits, lang, below_gate, searched)
-    if verdict is not None:  # decided by rules: the model is never asked
-        yield _done(
-            verdict.answer,
-            [],
-            verdict.refused,
-            0,
-            0,
-            backend.name,
-            reason=verdict.reason,
-            clarify=verdict.clarify,
-        )
-        return
-    if git is not None and git.units:
-        text = chronicle.compose(git.units, git.history, git.window, lang)
-        units = [(u.file, u.start_line, u.end_line) for u in git.units]
-        checked = check(text, units, file_lines)
-        known = bool(git.history.get("has_history"))
-        reason = "" if known else chronicle.NO_HISTORY
-        yield _done(checked.text, checked.valid, not known, 0, 0, backend.name, reason=reason)
-        return
-    snippets = [Snippet.from_hit(h) for h in hits[: settings.context_units]]
-    budget = int(backend.window * BUDGET_SHARE)
-    context_text, kept = assemble(snippets, backend.count_tokens, budget)
-    context = [(s.file, s.start_line, s.end_line) for s in kept]
+            return Answer(
+                answer=cited.text, citations=cited.valid, reason=PREMISE, backend=q.backend.name
+            )
+    # a who/when question is gated on what it asks about, not on "who changed it last month",
+    # and its words differ from what was searched (its subject): say its own
+    about = window.subject(q.query) if q.git is not None else q.query
+    searched = q.looked_for if q.git is None else ()
+    verdict = verdict or refusal.gate(about, q.hits, q.lang, q.below_gate, searched)
+    if verdict is None:
+        return None
+    return Answer(
+        answer=verdict.answer,
+        refused=verdict.refused,
+        clarify=verdict.clarify,
+        reason=verdict.reason,
+        backend=q.backend.name,
+    )
+
+
+def _from_history(q: _Question, git: chronicle.GitFacts) -> Answer:
+    """A who/when answer, from the history of the units it is about."""
+    text = chronicle.compose(git.units, git.history, git.window, q.lang)
+    units = [(u.file, u.start_line, u.end_line) for u in git.units]
+    checked = check(text, units, q.file_lines)
+    known = git.history.has_history
+    return Answer(
+        answer=checked.text,
+        citations=checked.valid,
+        refused=not known,
+        reason="" if known else chronicle.NO_HISTORY,
+        backend=q.backend.name,
+    )
+
+
+def _context(q: _Question) -> _Context:
+    """The best hits that fit the model's share of its window."""
+    snippets = [Snippet.from_hit(h) for h in q.hits[: q.settings.context_units]]
+    budget = int(q.backend.window * BUDGET_SHARE)
+    text, kept = assemble(snippets, q.backend.count_tokens, budget)
     # the prompt shows callers first; backends get the shown hits in rank order, best first
     by_key = {(s.file, s.start_line, s.symbol): s for s in kept}
     shown = [
         h.model_copy(update={"start_line": k.start_line, "end_line": k.end_line})
-        for h in hits[: settings.context_units]
+        for h in q.hits[: q.settings.context_units]
         if (k := by_key.get((h.file, h.start_line, h.symbol))) is not None
     ]
-    earlier = fit_history(list(history), backend.count_tokens, int(backend.window * HISTORY_SHARE))
-    system = prompts.load("system", lang)
-    if sampling.instruction:  # the caller's own wishes come after coderag's rules, not instead
+    ranges = [(s.file, s.start_line, s.end_line) for s in kept]
+    return _Context(text, kept, ranges, shown)
+
+
+def _messages(q: _Question, context: _Context) -> list[dict[str, str]]:
+    """The chat: rules (and the caller's instruction), earlier turns that fit, the question."""
+    room = int(q.backend.window * HISTORY_SHARE)
+    earlier = fit_history(list(q.history), q.backend.count_tokens, room)
+    system = prompts.load("system", q.lang)
+    if q.sampling.instruction:  # the caller's own wishes come after coderag's rules, not instead
         system += (
-            "\n\nThe user's instruction (the rules above still hold):\n" + sampling.instruction
+            "\n\nThe user's instruction (the rules above still hold):\n" + q.sampling.instruction
         )
-    messages = [
-        {"role": "system", "content": system},
-        *earlier,
-        {
-            "role": "user",
-            "content": prompts.load("user", lang).format(query=query, context=context_text),
-        },
-    ]
+    user = prompts.load("user", q.lang).format(query=q.query, context=context.text)
+    return [{"role": "system", "content": system}, *earlier, {"role": "user", "content": user}]
+
+
+def _generate(q: _Question, prompt: Prompt, room: int) -> Generator[Event, None, str]:
+    """Stream the model's text for ``prompt`` as ``token`` events; the whole text."""
+    settings, sampling = q.settings, q.sampling
+    text = ""
+    for piece in q.backend.stream(
+        prompt,
+        temperature=settings.temperature if sampling.temperature is None else sampling.temperature,
+        top_p=settings.top_p,
+        max_tokens=min(sampling.max_tokens or settings.max_new_tokens, room),
+    ):
+        text += piece
+        yield Event("token", {"text": piece})
+    return text
+
+
+def _render(q: _Question, messages: list[dict[str, str]], context: _Context) -> Prompt:
+    """The backend's prompt for ``messages``, carrying the hits shown (the extractive backend
+    answers from them) and the question."""
+    prompt = q.backend.render(messages)
+    prompt.context = context.shown
+    prompt.lang = q.lang
+    prompt.query = q.query
+    return prompt
+
+
+def _corrected(
+    q: _Question, messages: list[dict[str, str]], text: str, context: _Context
+) -> list[dict[str, str]]:
+    """The chat again with the answer that cited nothing valid and an instruction to cite."""
+    first = context.kept[0]
+    example = f"{first.file}:{first.start_line}-{first.end_line}"
+    retry = prompts.load("retry", q.lang).format(example=example)
+    return [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": retry}]
+
+
+def _from_model(q: _Question) -> Generator[Event, None, Answer]:
+    """The model's answer with its citations checked; one corrective retry when none passes,
+    then a refusal."""
+    backend = q.backend
+    context = _context(q)
+    messages = _messages(q, context)
     input_tokens = output_tokens = 0
+    reason = NO_CITATION
     for attempt in range(1, ATTEMPTS + 1):
-        prompt = backend.render(messages)
-        prompt.context = shown
-        prompt.lang = lang
-        prompt.query = query
+        prompt = _render(q, messages, context)
         input_tokens += prompt.tokens
         yield Event(
             "prompt",
@@ -207,60 +299,34 @@ def _events(
                 "attempt": attempt,
                 "input_tokens": prompt.tokens,
                 "window": backend.window,
-                "snippets": [s.anchor for s in kept],
+                "snippets": [s.anchor for s in context.kept],
             },
         )
         room = backend.window - prompt.tokens - 8
         if room < 16:
             break
-        text = ""
-        for piece in backend.stream(
-            prompt,
-            temperature=(
-                settings.temperature if sampling.temperature is None else sampling.temperature
-            ),
-            top_p=settings.top_p,
-            max_tokens=min(sampling.max_tokens or settings.max_new_tokens, room),
-        ):
-            text += piece
-            yield Event("token", {"text": piece})
+        text = yield from _generate(q, prompt, room)
         output_tokens += backend.count_tokens(text) if text else 0
         if prompts.is_refusal(text):
-            yield _done(
-                prompts.load("refusal", lang),
-                [],
-                True,
-                input_tokens,
-                output_tokens,
-                backend.name,
-                reason=REFUSED_BY_MODEL,
-            )
-            return
-        checked = check(text, context, file_lines)
+            reason = REFUSED_BY_MODEL
+            break
+        checked = check(text, context.ranges, q.file_lines)
         if checked.valid:
-            yield _done(
-                checked.text.strip(),
-                checked.valid,
-                False,
-                input_tokens,
-                output_tokens,
-                backend.name,
+            return Answer(
+                answer=checked.text.strip(),
+                citations=checked.valid,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                backend=backend.name,
             )
-            return
         if attempt < ATTEMPTS:
             yield Event("retry", {"reason": "no valid citation", "invalid": checked.invalid})
-            example = f"{kept[0].file}:{kept[0].start_line}-{kept[0].end_line}"
-            messages = [
-                *messages,
-                {"role": "assistant", "content": text},
-                {"role": "user", "content": prompts.load("retry", lang).format(example=example)},
-            ]
-    yield _done(
-        prompts.load("refusal", lang),
-        [],
-        True,
-        input_tokens,
-        output_tokens,
-        backend.name,
-        reason=NO_CITATION,
+            messages = _corrected(q, messages, text, context)
+    return Answer(
+        answer=prompts.load("refusal", q.lang),
+        refused=True,
+        reason=reason,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        backend=backend.name,
     )

@@ -17,7 +17,7 @@ from coderag.responses import errors
 from coderag.schemas import AskRequest, AskResponse
 from coderag.settings import get_settings
 from coderag_generator import asking
-from coderag_generator.answer import Event
+from coderag_generator.answer import Done, Streamed
 from coderag_generator.asking import Asker
 from coderag_generator.backends import get_backend
 from coderag_generator.client import ParserClient, RetrieverClient, connect
@@ -46,8 +46,8 @@ def asker(request: Request, settings: SettingsDep, catalog: CatalogDep, user: Us
     )
 
 
-def _sse(event: Event) -> str:
-    return f"event: {event.name}\ndata: {json.dumps(event.data, ensure_ascii=False)}\n\n"
+def _sse(event: Streamed) -> str:
+    return f"event: {event.name}\ndata: {json.dumps(event.payload(), ensure_ascii=False)}\n\n"
 
 
 @router.post(
@@ -67,8 +67,8 @@ async def ask(
     of that session's earlier questions (an unknown id starts a session)."""
     if not (accept and "text/event-stream" in accept):
         async with aclosing(asking.ask(body, who)) as events:
-            done = [e.data async for e in events if e.name == "done"]
-        return AskResponse(**done[-1])
+            done = [e async for e in events if isinstance(e, Done)]
+        return AskResponse.model_validate(done[-1].payload())
     events = asking.ask(body, who, report_errors=True)
     first = await anext(events)  # a rejected question is an HTTP error, not a stream
 

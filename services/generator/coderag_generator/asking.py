@@ -10,7 +10,6 @@ import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
@@ -18,12 +17,12 @@ from coderag import audit
 from coderag.deps import require_query
 from coderag.errors import CoderagError
 from coderag.redact import redact
-from coderag.schemas import AskRequest, Hit
+from coderag.schemas import AskRequest, Citation, HistoryResponse, Hit, LineRange, RangeHistory
 from coderag.settings import Settings
 from coderag.store import refs
 from coderag.store.catalog import Catalog
 from coderag_generator import chronicle, conversation, window
-from coderag_generator.answer import Event, Sampling, answer_events
+from coderag_generator.answer import Answer, Done, Event, Sampling, Streamed, answer_events
 from coderag_generator.backends import get_backend
 from coderag_generator.client import ParserClient, RetrieverClient
 
@@ -87,48 +86,58 @@ async def git_facts(
             until=_iso(win.until if win else None),
         )
         if units
-        else {"has_history": False, "ranges": []}
+        else HistoryResponse(repo=repo, has_history=False, ranges=[])
     )
     return chronicle.GitFacts(units, history, win)
 
 
-def _key(r: dict[str, Any]) -> tuple[str, int, int]:
-    return r["file"], r["start_line"], r["end_line"]
+def _span(r: Citation | RangeHistory) -> tuple[str, int, int]:
+    return r.file, r.start_line, r.end_line
+
+
+def _dated(cite: Citation, history: RangeHistory | None) -> Citation:
+    """``cite`` with the last commit of its lines, when their history is known."""
+    if history is None:
+        return cite
+    last = history.last
+    return cite.model_copy(
+        update={
+            "last_commit": last.commit if last else None,
+            "last_author": last.author if last else None,
+            "last_date": last.date if last else None,
+        }
+    )
 
 
 async def with_commits(
-    parser: ParserClient, repo: str, done: dict[str, Any], git: chronicle.GitFacts | None = None
-) -> dict[str, Any]:
-    """The answer's citations, each with the last commit that touched its lines (X7); ranges
-    whose history ``git`` (a who/when answer's) already holds are not asked of the parser again,
-    so it is called once per answer."""
-    cites = done.get("citations") or []
+    parser: ParserClient, repo: str, answer: Answer, git: chronicle.GitFacts | None = None
+) -> Answer:
+    """The answer with its citations each carrying the last commit that touched its lines (X7);
+    ranges whose history ``git`` (a who/when answer's) already holds are not asked of the parser
+    again, so it is called once per answer."""
+    cites = answer.citations
     if not cites:
-        return done
-    known = {_key(r): r for r in git.history.get("ranges") or []} if git else {}
-    if git and not git.history.get("has_history") and git.units:
-        return done  # no history to tell: the parser would answer no ranges
-    asked = [c for c in cites if _key(c) not in known]
+        return answer
+    known = {_span(r): r for r in git.history.ranges} if git else {}
+    if git and not git.history.has_history and git.units:
+        return answer  # no history to tell: the parser would answer no ranges
+    asked = [c for c in cites if _span(c) not in known]
     if asked:
-        ranges = [{"file": f, "start_line": a, "end_line": b} for f, a, b in map(_key, asked)]
+        ranges = [LineRange(file=f, start_line=a, end_line=b) for f, a, b in map(_span, asked)]
         history = await parser.history(repo, ranges)
-        known |= {_key(c): r for c, r in zip(asked, history.get("ranges") or [], strict=False)}
-    for c in cites:
-        if (r := known.get(_key(c))) is not None:
-            last = r.get("last") or {}
-            c.update(last_commit=last.get("commit"), last_author=last.get("author"),
-                     last_date=last.get("date"))  # fmt: skip
-    return done
+        known |= {_span(c): r for c, r in zip(asked, history.ranges, strict=False)}
+    dated = [_dated(c, known.get(_span(c))) for c in cites]
+    return answer.model_copy(update={"citations": dated})
 
 
 async def ask(
     request: AskRequest, asker: Asker, report_errors: bool = False, carried: Carried | None = None
-) -> AsyncGenerator[Event]:
+) -> AsyncGenerator[Streamed]:
     """The events of one answer: ``retrieval`` once the question is accepted (bad input, an
     unknown repository or session owner, or a retriever that is down raise before it), then the
-    answer's ``prompt``, ``token`` and ``retry``, then ``done`` carrying /ask's JSON. An error
-    while answering is raised, or with ``report_errors`` (a stream, whose status is already
-    sent) written to the audit log and yielded as an ``error`` event. ``carried`` gives the
+    answer's ``prompt``, ``token`` and ``retry``, then ``Done`` with the answer and its time. An
+    error while answering is raised, or with ``report_errors`` (a stream, whose status is
+    already sent) written to the audit log and yielded as an ``error`` event. ``carried`` gives the
     earlier turns and sampling of a chat request, which has no stored session."""
     start = time.perf_counter()
     settings, catalog = asker.settings, asker.catalog
@@ -157,7 +166,8 @@ async def ask(
         await asker.parser.aclose()
         raise
 
-    def finish(done: dict[str, Any], status: str) -> dict[str, Any]:
+    def record(status: str, input_tokens: int) -> float:
+        """Write the audit row; the milliseconds since the request came."""
         took = (time.perf_counter() - start) * 1000
         audit.record(
             catalog,
@@ -166,21 +176,25 @@ async def ask(
             repo=refs.label(request.repo, request.ref),
             query=redact(query)[0],  # a pasted secret stays out of the log
             files=list(dict.fromkeys(h.file for h in hits)),
-            input_tokens=done.get("input_tokens", 0),
+            input_tokens=input_tokens,
             response_ms=took,
             status=status,
         )
-        if session and "answer" in done:
+        return took
+
+    def finish(answer: Answer) -> Done:
+        took = record("refused" if answer.refused else "ok", answer.input_tokens)
+        if session:
             conversation.append(
                 catalog,
                 session,
                 repo,
                 question=query,
                 query=retrieval_query,
-                answer=done["answer"],
-                symbols=conversation.cited_symbols(done["citations"], hits),
+                answer=answer.answer,
+                symbols=conversation.cited_symbols(answer.citations, hits),
             )
-        return {**done, "took_ms": round(took, 2), "session_id": session, "routes_missing": missing}
+        return Done(answer.model_copy(update={"session_id": session}), round(took, 2))
 
     events = answer_events(
         query,
@@ -204,14 +218,13 @@ async def ask(
             },
         )
         async for event in iterate_in_threadpool(events):
-            if event.name == "done":
-                data = await with_commits(asker.parser, repo, event.data, git)
-                event = Event("done", finish(data, "refused" if data["refused"] else "ok"))
+            if isinstance(event, Done):
+                event = finish(await with_commits(asker.parser, repo, event.answer, git))
             yield event
     except CoderagError as exc:
         if not report_errors:
             raise
-        finish({}, "error")
+        record("error", 0)
         yield Event("error", {"detail": exc.detail})
     finally:
         await asker.parser.aclose()

@@ -11,7 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from coderag.schemas import Hit
+from coderag.schemas import CommitFact, HistoryResponse, Hit, LineRange, RangeChange
 from coderag_generator.evidence import is_doc, support
 from coderag_generator.window import Window, subject
 
@@ -34,7 +34,7 @@ class GitFacts:
     """What a who/when answer is built from: the units, their history, the question's window."""
 
     units: list[Hit]
-    history: dict[str, Any]
+    history: HistoryResponse
     window: Window | None
 
 
@@ -65,9 +65,9 @@ def targets(query: str, hits: list[Hit]) -> list[Hit]:
     return out
 
 
-def ranges(units: list[Hit]) -> list[dict[str, Any]]:
-    """The line ranges to ask the history of (the JSON of the parser's /history)."""
-    return [{"file": u.file, "start_line": u.start_line, "end_line": u.end_line} for u in units]
+def ranges(units: list[Hit]) -> list[LineRange]:
+    """The line ranges to ask the history of."""
+    return [LineRange(file=u.file, start_line=u.start_line, end_line=u.end_line) for u in units]
 
 
 def _day(iso: str) -> str:
@@ -78,24 +78,26 @@ def _spans(spans: list[list[int]]) -> str:
     return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans)
 
 
-def compose(units: list[Hit], history: dict[str, Any], win: Window | None, lang: str) -> str:
+def compose(units: list[Hit], history: HistoryResponse, win: Window | None, lang: str) -> str:
     """The answer text, with one citation anchor per unit reported."""
     p = phrases(lang)
     what = p["and"].join(
         p["what"].format(symbol=u.symbol, place=f"{u.file}:{u.start_line}-{u.end_line}")
         for u in units
     )
-    if not history.get("has_history"):
+    if not history.has_history:
         return p["no_history"].format(what=what)
-    commits: dict[str, dict[str, Any]] = {}
-    last: dict[str, str] | None = None
-    for r in history["ranges"]:
-        if r.get("last") and (last is None or r["last"]["date"] > last["date"]):
-            last = r["last"]
-        for c in r.get("changes") or []:
-            entry = commits.setdefault(c["commit"], {**c, "where": []})
-            entry["where"].append(p["changed"].format(file=r["file"], ranges=_spans(c["ranges"])))
-    ordered = sorted(commits.values(), key=lambda c: c["date"], reverse=True)
+    commits: dict[str, RangeChange] = {}
+    where: dict[str, list[str]] = {}
+    last: CommitFact | None = None
+    for r in history.ranges:
+        if r.last is not None and (last is None or r.last.date > last.date):
+            last = r.last
+        for c in r.changes:
+            commits.setdefault(c.commit, c)
+            changed = p["changed"].format(file=r.file, ranges=_spans(c.ranges))
+            where.setdefault(c.commit, []).append(changed)
+    ordered = sorted(commits.values(), key=lambda c: c.date, reverse=True)
     since = _day(win.since.isoformat()) if win and win.since else "…"
     until = win.label().split(" – ")[1] if win else "…"
     open_ended = win is not None and win.until is None
@@ -105,11 +107,11 @@ def compose(units: list[Hit], history: dict[str, Any], win: Window | None, lang:
         for c in ordered[: None if win else MAX_COMMITS]:
             lines.append(
                 p["item"].format(
-                    commit=c["commit"],
-                    author=c["author"],
-                    date=_day(c["date"]),
-                    summary=c["summary"],
-                    changed=p["join"].join(c["where"]),
+                    commit=c.commit,
+                    author=c.author,
+                    date=_day(c.date),
+                    summary=c.summary,
+                    changed=p["join"].join(where[c.commit]),
                 )
             )
     else:
@@ -118,9 +120,8 @@ def compose(units: list[Hit], history: dict[str, Any], win: Window | None, lang:
         )
         if last is not None:
             text += p["last_change"].format(
-                commit=last["commit"], author=last["author"], date=_day(last["date"]),
-                summary=last.get("summary", ""),
-            )  # fmt: skip
+                commit=last.commit, author=last.author, date=_day(last.date), summary=last.summary
+            )
         lines = [text]
     for u in units:
         lines.append(p["cite"].format(file=u.file, start=u.start_line, end=u.end_line))

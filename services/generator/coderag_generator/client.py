@@ -4,13 +4,14 @@ all-in-one server; the same code either way."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 import httpx
 from starlette.types import ASGIApp
 
 from coderag.errors import Unavailable, raise_for
-from coderag.schemas import RetrieveResponse
+from coderag.schemas import HistoryResponse, LineRange, RetrieveResponse
 
 
 class ServiceClient:
@@ -62,14 +63,25 @@ class ParserClient(ServiceClient):
     """Calls the parser's /repos/{name}/history (git facts over line ranges)."""
 
     async def history(
-        self, repo: str, ranges: list[dict[str, Any]], **window: object
-    ) -> dict[str, Any]:
+        self,
+        repo: str,
+        ranges: Sequence[LineRange],
+        log: bool = False,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> HistoryResponse:
         """The history of the ranges: ``log=True`` adds the commits that changed them, within
         ``since``/``until`` (ISO 8601) when given."""
+        # the parser validates the request (and says what is wrong), so it is not built here
+        body = {
+            "ranges": [r.model_dump() for r in ranges],
+            "log": log,
+            "since": since,
+            "until": until,
+        }
         try:
-            resp = await self.http.post(f"/repos/{repo}/history", json={"ranges": ranges, **window})
+            resp = await self.http.post(f"/repos/{repo}/history", json=body)
         except httpx.HTTPError as exc:
             raise Unavailable(f"parser unreachable: {exc}") from exc
         raise_for(resp)
-        answer: dict[str, Any] = resp.json()
-        return answer
+        return HistoryResponse.model_validate_json(resp.content)

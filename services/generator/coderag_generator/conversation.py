@@ -12,7 +12,7 @@ from typing import Any
 
 from coderag.errors import Forbidden, InvalidInput
 from coderag.language import HAN_RUN, STOP_EN, han_count, has_han
-from coderag.schemas import Hit
+from coderag.schemas import Citation, Hit
 from coderag.store import Catalog
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -89,13 +89,13 @@ def append(
     catalog.sessions.add_turns(session_id, repo, turns, KEPT_TURNS)
 
 
-def cited_symbols(citations: Iterable[dict[str, Any]], hits: list[Hit]) -> list[str]:
+def cited_symbols(citations: Iterable[Citation], hits: list[Hit]) -> list[str]:
     """The symbols of the hits each citation falls in, in citation order, without repeats."""
     out: list[str] = []
     for c in citations:
         for h in hits:
-            same = h.file == c["file"]
-            if same and h.start_line <= c["end_line"] and c["start_line"] <= h.end_line:
+            same = h.file == c.file
+            if same and h.start_line <= c.end_line and c.start_line <= h.end_line:
                 if h.symbol not in out:
                     out.append(h.symbol)
                 break

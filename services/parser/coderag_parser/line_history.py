@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import git
 from fastapi import APIRouter
@@ -15,7 +14,7 @@ from fastapi import APIRouter
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.errors import InvalidInput
 from coderag.responses import errors
-from coderag.schemas import HistoryRequest, HistoryResponse, RangeHistory
+from coderag.schemas import CommitFact, HistoryRequest, HistoryResponse, RangeChange, RangeHistory
 from coderag_parser import gitsync, trees
 
 MAX_LOG = 20
@@ -37,19 +36,16 @@ def has_history(root: Path) -> bool:
         return False
 
 
-def last_commit(root: Path, path: str, start: int, end: int) -> dict[str, str] | None:
+def last_commit(root: Path, path: str, start: int, end: int) -> CommitFact | None:
     """The newest commit (by ancestry, as ``gitsync.newest`` picks a unit's) among those that last
     touched lines ``start..end`` of ``path``; None when the lines are uncommitted or the file has
     no history."""
     last = gitsync.newest(gitsync.blame(root, path, start, end), start, end)
     if last is None:
         return None
-    return {
-        "commit": last.commit[:7],
-        "author": last.author,
-        "date": last.date,
-        "summary": last.summary,
-    }
+    return CommitFact(
+        commit=last.commit[:7], author=last.author, date=last.date, summary=last.summary
+    )
 
 
 def changed_lines(diff: str) -> list[list[int]]:
@@ -86,7 +82,7 @@ def changes(
     end: int,
     since: datetime | None = None,
     until: datetime | None = None,
-) -> list[dict[str, Any]]:
+) -> list[RangeChange]:
     """Commits that changed lines ``start..end`` of ``path`` (as they are now), newest first, whose
     author date lies in ``[since, until)``; each with the ranges its diff changed there."""
     args = [
@@ -102,7 +98,7 @@ def changes(
         out = gitsync.open_repo(root).git.log(*args)
     except _ERRORS:
         return []
-    found = []
+    found: list[RangeChange] = []
     for record in out.split("\x1e")[1:]:
         head, _, diff = record.partition("\n")
         sha, author, stamp, subject = ([*head.split("\x1f"), "", "", "0", ""])[:4]
@@ -111,13 +107,9 @@ def changes(
             continue
         ranges = changed_lines(diff)
         found.append(
-            {
-                "commit": sha[:7],
-                "author": author,
-                "date": _iso(int(stamp)),
-                "summary": subject,
-                "ranges": ranges,
-            }
+            RangeChange(
+                commit=sha[:7], author=author, date=_iso(int(stamp)), summary=subject, ranges=ranges
+            )
         )
         if len(found) >= MAX_LOG:
             break
