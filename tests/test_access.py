@@ -35,6 +35,7 @@ def _roots(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
     get_settings.cache_clear()
 
 
+@pytest.mark.slow
 def test_paths_only_under_repo_roots(
     parser_client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,6 +4,7 @@ alone, in the input order, with both packaged encoders."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from coderag.settings import Settings
 from coderag_embedder.batching import length_batches
@@ -27,6 +28,7 @@ def test_length_batches_cover_every_position_shortest_first() -> None:
     assert length_batches([], 3) == []
 
 
+@pytest.mark.slow
 def test_sorted_batches_keep_each_texts_vector() -> None:
     for space, enc in get_encoders(Settings(embed_batch_size=2)).items():
         together = enc.encode(TEXTS)

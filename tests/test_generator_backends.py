@@ -289,6 +289,7 @@ def test_openai_estimates_without_a_tokenize_endpoint() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_llm_query_rewrite_against_a_real_server(
     llama_server: str, sample_repo: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -34,6 +34,7 @@ def test_default_encoder_is_the_packaged_minilm() -> None:
     assert v[0] @ v[1] > v[0] @ v[2]
 
 
+@pytest.mark.slow
 def test_any_local_encoder_directory_works(
     tmp_path: Path, sample_repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -82,6 +83,7 @@ def test_llamacpp_backend_renders_counts_and_streams(smollm: LlamaCppBackend) ->
         LlamaCppBackend(Settings(llm_model_path="/nonexistent.gguf"))
 
 
+@pytest.mark.slow
 def test_llamacpp_answers_cite_a_retrieved_unit(smollm: LlamaCppBackend, sample_repo: Path) -> None:
     """The citation grammar makes even the 135M model end its statements with an anchor of a
     unit in the prompt: a non-refused answer with checked citations, or this test fails."""

@@ -74,6 +74,7 @@ def same_index(repo: str) -> list[str]:
     return updated.read
 
 
+@pytest.mark.slow
 def test_one_file_commits_update_the_index_like_a_full_rebuild(project: Path) -> None:
     cat = get_catalog()
     cat.create_repo("inc", str(project), None, None)

@@ -41,6 +41,7 @@ def redis_with_password(tmp_path: Path):
     server.stop()
 
 
+@pytest.mark.slow
 def test_a_worker_with_the_password_runs_jobs_and_one_without_is_refused(
     redis_with_password: RedisServer, tmp_path: Path, data_dir: Path
 ) -> None:

@@ -95,6 +95,7 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     return request.param
 
 
+@pytest.mark.slow
 def test_a_ref_reads_only_what_differs_and_equals_a_full_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
@@ -179,6 +180,7 @@ def test_a_ref_reads_only_what_differs_and_equals_a_full_index(
         assert _search(client, "order service create")
 
 
+@pytest.mark.slow
 def test_refs_at_registration_tags_and_bad_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

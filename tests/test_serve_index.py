@@ -7,10 +7,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.liveserver import live_server
 
 
+@pytest.mark.slow
 def test_serve_index_runs_one_chain_that_the_startup_heal_leaves_alone(
     tmp_path: Path, sample_repo: Path
 ) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+import pytest
+
 from coderag import audit
 from coderag.store import Catalog, Database, migrate
 from coderag.store.database import Tx
@@ -41,6 +43,7 @@ def _bump(conn: Tx) -> None:
     conn.execute("INSERT INTO counter (n) VALUES (:n)", {"n": n + 1})
 
 
+@pytest.mark.slow
 def test_twenty_processes_write_at_once_without_loss_or_lock_errors(
     database_target: Path | str,
 ) -> None:

@@ -128,6 +128,7 @@ def files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_a_copy_is_refused_with_what_to_fix_and_writes_nothing(
     tmp_path: Path, data_dir: Path, postgres: Postgres
 ) -> None:

@@ -68,12 +68,14 @@ def delete_ref_then_repository(tmp_path: Path, chroma: Path, folders: list[Path]
         assert segments(chroma) == set()
 
 
+@pytest.mark.slow
 def test_embedded_chroma_keeps_nothing_of_a_deleted_ref_or_repository(
     tmp_path: Path, data_dir: Path
 ) -> None:
     delete_ref_then_repository(tmp_path, data_dir / "chroma", [data_dir], wait_s=0)
 
 
+@pytest.mark.slow
 def test_the_chroma_server_keeps_nothing_of_a_deleted_ref_or_repository(
     tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -88,6 +90,7 @@ def test_the_chroma_server_keeps_nothing_of_a_deleted_ref_or_repository(
         stop(proc)
 
 
+@pytest.mark.slow
 def test_plain_chroma_run_keeps_a_deleted_collections_folder(tmp_path: Path) -> None:
     """Why the product runs its own: if Chroma starts removing the folders, this fails and
     ``coderag chroma`` can go."""

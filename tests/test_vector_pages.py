@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from coderag.store.vectors import PAGE, VectorStore, make_client
 
@@ -14,6 +15,7 @@ VECTORS = 40_000
 """More than Chroma answers in one unpaged get."""
 
 
+@pytest.mark.slow
 def test_every_vector_of_a_large_collection_is_read(tmp_path: Path) -> None:
     store = VectorStore(make_client(None, tmp_path), lambda repo: "r1")
     ids = [f"u{i}" for i in range(VECTORS)]
