@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from coderag import routes
+from coderag import spaces as coderag_spaces
 from coderag.errors import NotFound
 from coderag.jobs import ChainJob, Job, Result, Skipped
 from coderag.queue import enqueue
@@ -231,7 +232,7 @@ def finish_chain(catalog: Catalog, name: str, token: str | None) -> bool:
 
 def spaces(settings: Settings) -> list[str]:
     """The vector spaces the embedder fills under these settings."""
-    return ["vector", "vector2"] if settings.embed_model_2 else ["vector"]
+    return coderag_spaces.filled(settings)
 
 
 def publish_keywords(catalog: Catalog, name: str, registration: str, settings: Settings) -> bool:

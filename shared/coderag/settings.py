@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from coderag import routes
+from coderag import routes, spaces
 from coderag.auth import Principal, parse_tokens
 
 ENV_PREFIX = "CODERAG_"
@@ -429,9 +429,7 @@ class Settings(BaseSettings):
         space = self.gate_space()
         if space is None:
             return 0.0
-        return CALIBRATED_GATES.get(
-            self.embed_model_2 if space == "vector2" else self.embed_model, 0.0
-        )
+        return CALIBRATED_GATES.get(spaces.encoder(routes.VECTOR[space], self), 0.0)
 
     def weights(self) -> dict[str, float]:
         """Parse ``route_weights`` into a mapping."""

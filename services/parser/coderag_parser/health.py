@@ -11,6 +11,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from pydantic import BaseModel
 
+from coderag import spaces
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.responses import errors
 from coderag.settings import Settings
@@ -71,10 +72,7 @@ def _skipped(root: Path, settings: Settings) -> dict[str, int]:
 
 
 def _encoders(settings: Settings) -> dict[str, str]:
-    spaces = {"vector": settings.embed_model or DEFAULT_ENCODER}
-    if settings.embed_model_2:
-        spaces["vector2"] = settings.embed_model_2
-    return spaces
+    return {s: spaces.encoder(s, settings) or DEFAULT_ENCODER for s in spaces.filled(settings)}
 
 
 def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:

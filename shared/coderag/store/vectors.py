@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlparse
 
+from coderag import spaces
 from coderag.errors import Unavailable
 
-COLLECTION_PREFIX = "repo_"
-"""Collection name of repository ``r`` in the main space (``vector``) is ``repo_r``."""
+SPACE_PREFIXES = spaces.PREFIXES
+"""Collection-name prefix per vector space (``coderag.spaces``)."""
 
-SPACE_PREFIXES = {"vector": COLLECTION_PREFIX, "vector2": "vector2_"}
-"""Collection-name prefix per vector space (distinct, so no two collections share a name)."""
+COLLECTION_PREFIX = SPACE_PREFIXES[spaces.NAMES[0]]
+"""Collection name of repository ``r`` in the main space (``vector``) is ``repo_r``."""
 
 SEARCH_EF = 512
 """HNSW candidates examined per query. At Chroma's default (100), a collection opened in another

@@ -1,0 +1,49 @@
+"""The vector spaces, named once: each names the setting of the encoder that fills it and its
+collections' name prefix; the chain's stages, the collections, the health report, the score
+gate's encoder and the routes that read vectors (``coderag.routes``) derive from ``REGISTRY``.
+A new space is a row here, a ``Route`` reading it and the settings of its encoder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from coderag.settings import Settings
+
+
+@dataclass(frozen=True)
+class Space:
+    """One vector space: its name, the ``Settings`` field naming its encoder, the prefix of its
+    collections' names, and whether every index fills it (else only when its encoder is set)."""
+
+    name: str
+    model: str
+    prefix: str
+    always: bool = False
+
+
+REGISTRY = (
+    Space("vector", model="embed_model", prefix="repo_", always=True),
+    Space("vector2", model="embed_model_2", prefix="vector2_"),
+)
+"""Every space; the first is the main one."""
+
+BY_NAME = {s.name: s for s in REGISTRY}
+"""Each space by its name."""
+
+NAMES = tuple(BY_NAME)
+"""Space names."""
+
+PREFIXES = {s.name: s.prefix for s in REGISTRY}
+"""Collection-name prefix per space (distinct, so no two collections share a name)."""
+
+
+def encoder(space: str, settings: Settings) -> str:
+    """The encoder the settings name for a space ("" when none is set)."""
+    return str(getattr(settings, BY_NAME[space].model) or "")
+
+
+def filled(settings: Settings) -> list[str]:
+    """The spaces the embedder fills under these settings, in registry order."""
+    return [s.name for s in REGISTRY if s.always or encoder(s.name, settings)]
