@@ -114,7 +114,8 @@ def ensure_indexed(corpus: dict[str, Any], fresh: bool) -> float | None:
     catalog = get_catalog()
     try:
         repo = catalog.get_repo(name)
-        if not fresh and repo.status == "ready" and repo.path == str(root):
+        # complete, not just ready: a run stopped mid-index leaves its vectors half written
+        if not fresh and repo.complete and repo.path == str(root):
             return None
         catalog.delete_repo(name)
     except Exception:  # not there yet

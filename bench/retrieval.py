@@ -170,7 +170,8 @@ def index_corpus(corpus: dict, reuse: bool, root: Path | None = None) -> tuple[f
         repo = catalog.get_repo(name)
     except Exception:
         repo = None
-    if reuse and repo is not None and repo.status == "ready" and repo.path == str(root):
+    # complete, not just ready: a run stopped mid-index leaves its vectors half written
+    if reuse and repo is not None and repo.complete and repo.path == str(root):
         return 0.0, True
     if repo is not None:
         catalog.delete_repo(name)
