@@ -6,10 +6,6 @@ A new space is a row here, a ``Route`` reading it and the settings of its encode
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from coderag.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -39,11 +35,12 @@ PREFIXES = {s.name: s.prefix for s in REGISTRY}
 """Collection-name prefix per space (distinct, so no two collections share a name)."""
 
 
-def encoder(space: str, settings: Settings) -> str:
-    """The encoder the settings name for a space ("" when none is set)."""
+def encoder(space: str, settings: object) -> str:
+    """The encoder ``settings`` (a ``coderag.settings.Settings``, which imports this module)
+    names for a space ("" when none is set)."""
     return str(getattr(settings, BY_NAME[space].model) or "")
 
 
-def filled(settings: Settings) -> list[str]:
-    """The spaces the embedder fills under these settings, in registry order."""
+def filled(settings: object) -> list[str]:
+    """The spaces the embedder fills under ``settings`` (as ``encoder``), in registry order."""
     return [s.name for s in REGISTRY if s.always or encoder(s.name, settings)]
