@@ -71,7 +71,9 @@ def retrieve(
         embed = focus_embedder(embedder or query_embedder(settings))
         asked = Query(repo, query, settings.zh_vocab, settings.zh_dictionary)
         hits = focus.with_focus(asked, hits, embed)
-    return Retrieval(hits, below, ready, missing, relevance.looked_for(query, settings))
+    # only /retrieve's callers tell a user what was looked for; /search never shows it
+    looked_for = relevance.looked_for(query, settings) if with_code else []
+    return Retrieval(hits, below, ready, missing, looked_for)
 
 
 def to_hit(r: Ranked, with_code: bool = False) -> Hit:

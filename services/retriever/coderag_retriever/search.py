@@ -187,14 +187,18 @@ def gather(
     if not len(index):
         return None
     known = index.postings.terms.__contains__ if settings.zh_repo_words else None
-    query = Query(
-        repo,
-        text,
-        vocab=settings.zh_vocab,
-        dictionary=settings.zh_dictionary,
-        embedder=embedder,
-        known=known,
-    )
+
+    def asked(words: str) -> Query:
+        return Query(
+            repo,
+            words,
+            vocab=settings.zh_vocab,
+            dictionary=settings.zh_dictionary,
+            embedder=embedder,
+            known=known,
+        )
+
+    query = asked(text)
     weights = settings.weights()
 
     def runs(name: str) -> bool:
@@ -212,14 +216,7 @@ def gather(
             rankings[name] = route(query, index, settings.route_depth)
     if settings.query_rewrite == "llm":
         for i, extra in enumerate(llm_queries(text, settings), 1):
-            other = Query(
-                repo,
-                extra,
-                vocab=settings.zh_vocab,
-                dictionary=settings.zh_dictionary,
-                embedder=embedder,
-                known=known,
-            )
+            other = asked(extra)
             for name in REWRITE_ROUTES:
                 if weights.get(name, 0.0) > 0:
                     rankings[f"{name}@{i}"] = ROUTES[name](other, index, settings.route_depth)
