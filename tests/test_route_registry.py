@@ -36,3 +36,22 @@ def test_settings_name_exactly_the_registered_routes() -> None:
     assert routes_run(settings) == [*routes.SEARCH, *routes.PRIOR]
     with pytest.raises(ValidationError, match="unknown route 'bm25'"):
         Settings(route_weights="bm25:1")
+
+
+def test_the_defaults_and_rewrite_order_come_from_the_registry() -> None:
+    default = Settings.model_fields["route_weights"].default
+    assert (
+        default
+        == routes.DEFAULT_WEIGHTS
+        == (
+            "vector:0.5,vector2:1.0,keyword:1.0,symbol:0.5,exact:2.0,feedback:0.0,cluster:0.0,"
+            "history:0.0"
+        )
+    )
+    assert Settings().weights() == {r.name: r.weight for r in routes.REGISTRY}
+    assert routes.parse_weights(routes.format_weights(Settings().weights())) == Settings().weights()
+    assert routes.REWRITE == (
+        "keyword",
+        "vector",
+        "vector2",
+    )  # the fusion's order for extra queries

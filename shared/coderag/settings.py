@@ -245,8 +245,7 @@ class Settings(BaseSettings):
         "better on bench/retrieval.py).",
     )
     route_weights: str = Field(
-        "vector:0.5,vector2:1.0,keyword:1.0,symbol:0.5,exact:2.0,feedback:0.0,cluster:0.0,"
-        "history:0.0",
+        routes.DEFAULT_WEIGHTS,
         description="Per-route weights in the fusion, `route:weight` pairs (0 turns a route "
         f"off, except that the learned ranker still reads the ranks of {_RANKED} while they "
         f"are listed); routes: {', '.join(routes.NAMES)}.",
@@ -352,16 +351,7 @@ class Settings(BaseSettings):
     @field_validator("route_weights")
     @classmethod
     def _known_routes(cls, value: str) -> str:
-        for item in filter(None, (p.strip() for p in value.split(","))):
-            name, sep, weight = item.partition(":")
-            if name.strip() not in routes.NAMES:
-                known = ", ".join(routes.NAMES)
-                raise ValueError(f"unknown route {name.strip()!r}; routes: {known}")
-            try:
-                if not sep or float(weight) < 0:
-                    raise ValueError
-            except ValueError:
-                raise ValueError(f"{item!r} is not route:weight with a weight >= 0") from None
+        routes.parse_weights(value)
         return value
 
     @model_validator(mode="after")
@@ -432,12 +422,8 @@ class Settings(BaseSettings):
         return CALIBRATED_GATES.get(spaces.encoder(routes.VECTOR[space], self), 0.0)
 
     def weights(self) -> dict[str, float]:
-        """Parse ``route_weights`` into a mapping."""
-        out: dict[str, float] = {}
-        for item in filter(None, (p.strip() for p in self.route_weights.split(","))):
-            name, _, value = item.partition(":")
-            out[name.strip()] = float(value)
-        return out
+        """``route_weights`` as a mapping of route to weight (a fresh one: callers add to it)."""
+        return routes.parse_weights(self.route_weights)
 
     def workers(self) -> int:
         """Number of parser processes to use."""

@@ -16,6 +16,7 @@ import numpy as np
 from coderag import chain
 from coderag.embedding import QueryEmbedder, query_embedder
 from coderag.errors import Unavailable
+from coderag.routes import format_weights
 from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag.store import get_catalog
@@ -168,5 +169,5 @@ def readiness(repo: str, settings: Settings) -> tuple[list[str], list[str]]:
 
 def without_routes(settings: Settings, routes: list[str]) -> Settings:
     """The settings with these routes left out of the search."""
-    kept = ",".join(f"{k}:{v}" for k, v in settings.weights().items() if k not in routes)
-    return settings.model_copy(update={"route_weights": kept})
+    kept = {k: v for k, v in settings.weights().items() if k not in routes}
+    return settings.model_copy(update={"route_weights": format_weights(kept)})

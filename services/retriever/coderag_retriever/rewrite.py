@@ -1,6 +1,7 @@
 """LLM query rewriting (optional, ``CODERAG_QUERY_REWRITE=llm``): an OpenAI-compatible server
 (``CODERAG_LLM_BASE_URL``: vLLM, Ollama, llama.cpp's server) turns a question into a few short
-code-search queries, which the keyword and vector routes search beside the question itself.
+code-search queries, which the routes ``coderag.routes.REWRITE`` names (keyword and vector)
+search beside the question itself.
 
 The rules that always run are elsewhere: identifier splitting and stemming (``text.py``), the
 Chinese→English vocabulary, and session follow-up rewriting in the generator.
@@ -30,9 +31,6 @@ TIMEOUT_S = 20.0
 
 CACHE_SIZE = 512
 """Rewrites remembered per process (questions repeat: the same one from /search and /ask)."""
-
-REWRITE_ROUTES = ("keyword", "vector", "vector2")
-"""Routes that search the extra queries."""
 
 REWRITE_SHARE = 0.5
 """Weight of an extra query's ranking, as a share of its route's weight."""

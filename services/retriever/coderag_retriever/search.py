@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from coderag import routes as coderag_routes
 from coderag.embedding import QueryEmbedder, query_embedder, reader_text
 from coderag.schemas import Unit
 from coderag.settings import Settings
@@ -14,7 +15,7 @@ from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, rrf, vote
 from coderag_retriever.index import RepoIndex, get_index_cache
 from coderag_retriever.query import Query
-from coderag_retriever.rewrite import REWRITE_ROUTES, REWRITE_SHARE, llm_queries
+from coderag_retriever.rewrite import REWRITE_SHARE, llm_queries
 from coderag_retriever.routes import PRIOR_ROUTES, ROUTES
 
 POOL = 50
@@ -217,7 +218,7 @@ def gather(
     if settings.query_rewrite == "llm":
         for i, extra in enumerate(llm_queries(text, settings), 1):
             other = asked(extra)
-            for name in REWRITE_ROUTES:
+            for name in coderag_routes.REWRITE:
                 if weights.get(name, 0.0) > 0:
                     rankings[f"{name}@{i}"] = ROUTES[name](other, index, settings.route_depth)
                     weights[f"{name}@{i}"] = weights[name] * REWRITE_SHARE
