@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 
@@ -38,6 +39,14 @@ class Query:
         self.tokens = query_tokens(self.text, self.vocab, self.dictionary, self.known)
         self.lowered = self.text.lower()
         self.about_tests = bool(TEST_WORDS.search(self.text))
+
+    def after(self, rankings: dict[str, list[tuple[int, float]]]) -> Query:
+        """This query with what the routes that ran found (their candidates, by position, and
+        rankings), for the routes that read them; it shares this one's vectors."""
+        found = copy.copy(self)
+        found.candidates = sorted({p for ranked in rankings.values() for p, _ in ranked})
+        found.rankings = dict(rankings)
+        return found
 
     def embedding_text(self) -> str:
         """What the encoder reads: the question plus English words for its Chinese."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from coderag import routes as coderag_routes
+from coderag import routes
 from coderag.embedding import QueryEmbedder, query_embedder, reader_text
 from coderag.schemas import Unit
 from coderag.settings import Settings
 from coderag.store import get_catalog
+from coderag.store.graph import Graph
 from coderag_retriever import focus, learned
 from coderag_retriever.expand import expand, is_flow_question
 from coderag_retriever.fuse import mmr, rrf, vote
@@ -200,77 +201,148 @@ def gather(
         )
 
     query = asked(text)
+    rankings = run_routes(query, index, settings)
     weights = settings.weights()
+    if settings.query_rewrite == "llm":
+        extra = [asked(words) for words in llm_queries(text, settings)]
+        more, more_weights = rewritten(extra, index, settings, weights)
+        rankings, weights = {**rankings, **more}, {**weights, **more_weights}
+    fused = fuse(rankings, weights, settings)
+    scores = penalised(fused, index, query, settings)
+    flow = is_flow_question(text)
+    graph = catalog.graph()
+    expanded = expanded_scores(graph, repo, index, scores, settings, flow)
+    ties = (
+        Ties.of(graph, repo, index, scores) if settings.ranker == "learned" else Ties.none(scores)
+    )
+    return Pool(
+        query,
+        index,
+        rankings,
+        {pos: ranks for pos, _, ranks in fused},
+        scores,
+        expanded,
+        gate_sims(rankings, settings),
+        flow,
+        ties.adjacency,
+        ties.first,
+        ties.first_neighbours,
+    )
 
-    def runs(name: str) -> bool:
-        return route_runs(name, settings)
 
+def run_routes(
+    query: Query, index: RepoIndex, settings: Settings
+) -> dict[str, list[tuple[int, float]]]:
+    """Each route's ranking that runs under ``settings``: those searching the whole repository,
+    then those reading what these found, in their running order."""
     rankings = {
         name: route(query, index, settings.route_depth)
         for name, route in ROUTES.items()
-        if runs(name)
+        if route_runs(name, settings)
     }
-    query.candidates = sorted({p for ranked in rankings.values() for p, _ in ranked})
-    query.rankings = dict(rankings)
+    found = query.after(rankings)
     for name, route in PRIOR_ROUTES.items():
-        if runs(name):
-            rankings[name] = route(query, index, settings.route_depth)
-    if settings.query_rewrite == "llm":
-        for i, extra in enumerate(llm_queries(text, settings), 1):
-            other = asked(extra)
-            for name in coderag_routes.REWRITE:
-                if weights.get(name, 0.0) > 0:
-                    rankings[f"{name}@{i}"] = ROUTES[name](other, index, settings.route_depth)
-                    weights[f"{name}@{i}"] = weights[name] * REWRITE_SHARE
+        if route_runs(name, settings):
+            rankings[name] = route(found, index, settings.route_depth)
+    return rankings
+
+
+def rewritten(
+    extra: list[Query], index: RepoIndex, settings: Settings, weights: dict[str, float]
+) -> tuple[dict[str, list[tuple[int, float]]], dict[str, float]]:
+    """The rankings of an LLM's extra queries (``keyword@1``, ...) by the routes that search
+    them, with their weights (a share of their route's)."""
+    rankings: dict[str, list[tuple[int, float]]] = {}
+    shares: dict[str, float] = {}
+    for i, other in enumerate(extra, 1):
+        for name in routes.REWRITE:
+            if weights.get(name, 0.0) > 0:
+                rankings[f"{name}@{i}"] = ROUTES[name](other, index, settings.route_depth)
+                shares[f"{name}@{i}"] = weights[name] * REWRITE_SHARE
+    return rankings, shares
+
+
+def gate_sims(rankings: dict[str, list[tuple[int, float]]], settings: Settings) -> dict[int, float]:
+    """Each candidate's cosine in the space the score gate reads (none when no vector route
+    runs)."""
     # The gate reads the second encoder's cosines when it runs: they separate questions the code
     # cannot answer better than the main encoder's (docs/BENCHMARKS.md, score gate).
     space = settings.gate_space()
-    sims = dict(rankings.get(space, [])) if space else {}
+    return dict(rankings.get(space, [])) if space else {}
+
+
+def fuse(
+    rankings: dict[str, list[tuple[int, float]]], weights: dict[str, float], settings: Settings
+) -> list[tuple[int, float, dict[str, int]]]:
+    """The routes' rankings fused by ``settings.fusion``: (position, score, route ranks)."""
     if settings.fusion == "vote":
-        fused = vote(rankings, weights)
-    else:
-        fused = rrf(rankings, weights, settings.rrf_k)
-    routes = {pos: ranks for pos, _, ranks in fused}
+        return vote(rankings, weights)
+    return rrf(rankings, weights, settings.rrf_k)
+
+
+def penalised(
+    fused: list[tuple[int, float, dict[str, int]]],
+    index: RepoIndex,
+    query: Query,
+    settings: Settings,
+) -> dict[int, float]:
+    """The first ``POOL`` fused scores, test code's scaled by ``test_penalty`` unless the
+    question is about tests."""
     scores: dict[int, float] = {}
     for pos, score, _ in fused[:POOL]:
         unit = index.units[pos]
-        if unit.is_test and not query.about_tests:
-            score *= settings.test_penalty
-        scores[pos] = score
-    flow = is_flow_question(text)
-    expanded = dict(scores)
-    graph = catalog.graph()
-    if settings.expand_depth:
-        by_id = expand(
-            graph,
-            repo,
-            {index.ids[p]: s for p, s in scores.items()},
-            settings.expand_depth if flow else 1,
+        scores[pos] = (
+            score * settings.test_penalty if unit.is_test and not query.about_tests else score
         )
-        expanded = {index.position[u]: s for u, s in by_id.items() if u in index.position}
-    adjacency: dict[int, int] = {}
-    first_neighbours: set[int] = set()
-    first = max(scores, key=lambda p: scores[p]) if scores else None
-    if settings.ranker == "learned":
-        seeds = sorted(scores, key=lambda p: -scores[p])[: learned.SEEDS]
-        for seed in seeds:
-            near = graph.neighbourhood(repo, [index.ids[seed]], 1)
-            for uid in near:
+    return scores
+
+
+def expanded_scores(
+    graph: Graph,
+    repo: str,
+    index: RepoIndex,
+    scores: dict[int, float],
+    settings: Settings,
+    flow: bool,
+) -> dict[int, float]:
+    """The scores with call-graph neighbours added: ``expand_depth`` hops for a flow question,
+    one for others, none when expansion is off."""
+    if not settings.expand_depth:
+        return dict(scores)
+    by_id = expand(
+        graph,
+        repo,
+        {index.ids[p]: s for p, s in scores.items()},
+        settings.expand_depth if flow else 1,
+    )
+    return {index.position[u]: s for u, s in by_id.items() if u in index.position}
+
+
+@dataclass(frozen=True)
+class Ties:
+    """The call-graph ties the learned ranker reads: the best fused hit, how many of the best
+    ``learned.SEEDS`` each candidate neighbours, and the first hit's neighbours."""
+
+    first: int | None
+    adjacency: dict[int, int]
+    first_neighbours: set[int]
+
+    @classmethod
+    def none(cls, scores: dict[int, float]) -> Ties:
+        """Only the best hit: the fused order needs no ties."""
+        return cls(max(scores, key=lambda p: scores[p]) if scores else None, {}, set())
+
+    @classmethod
+    def of(cls, graph: Graph, repo: str, index: RepoIndex, scores: dict[int, float]) -> Ties:
+        """The ties of the best ``learned.SEEDS`` hits of ``scores``."""
+        first = cls.none(scores).first
+        adjacency: dict[int, int] = {}
+        first_neighbours: set[int] = set()
+        for seed in sorted(scores, key=lambda p: -scores[p])[: learned.SEEDS]:
+            for uid in graph.neighbourhood(repo, [index.ids[seed]], 1):
                 pos = index.position.get(uid)
                 if pos is not None and pos != seed:
                     adjacency[pos] = adjacency.get(pos, 0) + 1
                     if seed == first:
                         first_neighbours.add(pos)
-    return Pool(
-        query,
-        index,
-        rankings,
-        routes,
-        scores,
-        expanded,
-        sims,
-        flow,
-        adjacency,
-        first,
-        first_neighbours,
-    )
+        return cls(first, adjacency, first_neighbours)
