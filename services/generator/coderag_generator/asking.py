@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -17,13 +17,21 @@ from coderag import audit
 from coderag.deps import require_query
 from coderag.errors import CoderagError
 from coderag.redact import redact
-from coderag.schemas import AskRequest, Citation, HistoryResponse, Hit, LineRange, RangeHistory
+from coderag.schemas import (
+    AskRequest,
+    Citation,
+    HistoryResponse,
+    Hit,
+    LineRange,
+    RangeHistory,
+    RetrieveResponse,
+)
 from coderag.settings import Settings
 from coderag.store import refs
 from coderag.store.catalog import Catalog
 from coderag_generator import chronicle, conversation, window
 from coderag_generator.answer import Answer, Done, Event, Sampling, Streamed, answer_events
-from coderag_generator.backends import get_backend
+from coderag_generator.backends import Backend, get_backend
 from coderag_generator.client import ParserClient, RetrieverClient
 
 RETRIEVE_K = 10
@@ -130,6 +138,115 @@ async def with_commits(
     return answer.model_copy(update={"citations": dated})
 
 
+@dataclass(frozen=True)
+class Asked:
+    """A question accepted for answering: the checked query, its session, the key of the
+    repository or ref searched, the earlier turns, what was searched for and found, the git facts
+    of a who/when question, the backend that answers, and what its audit row names."""
+
+    query: str
+    session: str | None
+    repo: str
+    turns: list[conversation.Turn]
+    retrieval_query: str
+    found: RetrieveResponse
+    git: chronicle.GitFacts | None
+    backend: Backend
+    label: str
+    endpoint: str
+    start: float
+
+
+async def accept(request: AskRequest, asker: Asker, carried: Carried | None, start: float) -> Asked:
+    """Check the question, claim its session, resolve its ref once, read the earlier turns, ask
+    the retriever, the parser (who/when questions) and load the backend; raises before any
+    event for bad input, an unknown repository or session owner, or a service that is down."""
+    settings, catalog = asker.settings, asker.catalog
+    query = require_query(request.query, settings)
+    session = None
+    if request.session_id is not None:
+        session = conversation.check_session_id(request.session_id)
+    if session:
+        await run_in_threadpool(conversation.claim, catalog, session, asker.user)
+    repo = await run_in_threadpool(refs.resolve, catalog, request.repo, request.ref)
+    turns = (
+        await run_in_threadpool(conversation.recent, catalog, session, repo)
+        if session
+        else (carried.turns if carried else [])
+    )
+    retrieval_query, about_history = plan_retrieval(query, turns, settings.max_query_chars)
+    try:
+        found = await asker.retriever.retrieve(repo, retrieval_query, RETRIEVE_K)
+    finally:
+        await asker.retriever.aclose()
+    hits = found.results
+    git = await git_facts(asker.parser, repo, query, hits) if about_history and hits else None
+    backend = await run_in_threadpool(get_backend, settings)
+    label = refs.label(request.repo, request.ref)
+    endpoint = carried.endpoint if carried else "ask"
+    return Asked(
+        query, session, repo, turns, retrieval_query, found, git, backend, label, endpoint, start
+    )
+
+
+def record(asked: Asked, asker: Asker, status: str, input_tokens: int) -> float:
+    """Write the question's audit row; the milliseconds since the request came."""
+    took = (time.perf_counter() - asked.start) * 1000
+    audit.record(
+        asker.catalog,
+        user=asker.user,
+        endpoint=asked.endpoint,
+        repo=asked.label,
+        query=redact(asked.query)[0],  # a pasted secret stays out of the log
+        files=list(dict.fromkeys(h.file for h in asked.found.results)),
+        input_tokens=input_tokens,
+        response_ms=took,
+        status=status,
+    )
+    return took
+
+
+def finish(asked: Asked, asker: Asker, answer: Answer) -> Done:
+    """The last event: the answer with its session and time, once its audit row and its turn
+    of the session are written."""
+    took = record(asked, asker, "refused" if answer.refused else "ok", answer.input_tokens)
+    if asked.session:
+        conversation.append(
+            asker.catalog,
+            asked.session,
+            asked.repo,
+            question=asked.query,
+            query=asked.retrieval_query,
+            answer=answer.answer,
+            symbols=conversation.cited_symbols(answer.citations, asked.found.results),
+        )
+    return Done(answer.model_copy(update={"session_id": asked.session}), round(took, 2))
+
+
+def answering(asked: Asked, asker: Asker, carried: Carried | None) -> Generator[Streamed]:
+    """The answer's events (``answer.answer_events``) over the accepted question's hits."""
+    catalog, found = asker.catalog, asked.found
+    return answer_events(
+        asked.query,
+        found.results,
+        asked.backend,
+        asker.settings,
+        lambda path: catalog.file_lines(asked.repo, path),
+        conversation.prompt_history(asked.turns),
+        asked.git,
+        found.routes_missing,
+        carried.sampling if carried else Sampling(),
+        found.below_gate,
+        found.looked_for,
+    )
+
+
+def retrieval_event(asked: Asked) -> Event:
+    """The first event: what was searched for and the hits found."""
+    results = [h.model_dump(include=set(HIT_FIELDS)) for h in asked.found.results]
+    return Event("retrieval", {"query": asked.retrieval_query, "results": results})
+
+
 async def ask(
     request: AskRequest, asker: Asker, report_errors: bool = False, carried: Carried | None = None
 ) -> AsyncGenerator[Streamed]:
@@ -139,92 +256,23 @@ async def ask(
     error while answering is raised, or with ``report_errors`` (a stream, whose status is
     already sent) written to the audit log and yielded as an ``error`` event. ``carried`` gives the
     earlier turns and sampling of a chat request, which has no stored session."""
-    start = time.perf_counter()
-    settings, catalog = asker.settings, asker.catalog
     try:
-        query = require_query(request.query, settings)
-        session = None
-        if request.session_id is not None:
-            session = conversation.check_session_id(request.session_id)
-        if session:
-            await run_in_threadpool(conversation.claim, catalog, session, asker.user)
-        repo = await run_in_threadpool(refs.resolve, catalog, request.repo, request.ref)
-        turns = (
-            await run_in_threadpool(conversation.recent, catalog, session, repo)
-            if session
-            else (carried.turns if carried else [])
-        )
-        retrieval_query, about_history = plan_retrieval(query, turns, settings.max_query_chars)
-        try:
-            found = await asker.retriever.retrieve(repo, retrieval_query, RETRIEVE_K)
-        finally:
-            await asker.retriever.aclose()
-        missing, hits = found.routes_missing, found.results
-        git = await git_facts(asker.parser, repo, query, hits) if about_history and hits else None
-        backend = await run_in_threadpool(get_backend, settings)
+        asked = await accept(request, asker, carried, time.perf_counter())
     except BaseException:
         await asker.parser.aclose()
         raise
-
-    def record(status: str, input_tokens: int) -> float:
-        """Write the audit row; the milliseconds since the request came."""
-        took = (time.perf_counter() - start) * 1000
-        audit.record(
-            catalog,
-            user=asker.user,
-            endpoint=carried.endpoint if carried else "ask",
-            repo=refs.label(request.repo, request.ref),
-            query=redact(query)[0],  # a pasted secret stays out of the log
-            files=list(dict.fromkeys(h.file for h in hits)),
-            input_tokens=input_tokens,
-            response_ms=took,
-            status=status,
-        )
-        return took
-
-    def finish(answer: Answer) -> Done:
-        took = record("refused" if answer.refused else "ok", answer.input_tokens)
-        if session:
-            conversation.append(
-                catalog,
-                session,
-                repo,
-                question=query,
-                query=retrieval_query,
-                answer=answer.answer,
-                symbols=conversation.cited_symbols(answer.citations, hits),
-            )
-        return Done(answer.model_copy(update={"session_id": session}), round(took, 2))
-
-    events = answer_events(
-        query,
-        hits,
-        backend,
-        settings,
-        lambda path: catalog.file_lines(repo, path),
-        conversation.prompt_history(turns),
-        git,
-        missing,
-        carried.sampling if carried else Sampling(),
-        found.below_gate,
-        found.looked_for,
-    )
+    events = answering(asked, asker, carried)
     try:
-        yield Event(
-            "retrieval",
-            {
-                "query": retrieval_query,
-                "results": [h.model_dump(include=set(HIT_FIELDS)) for h in hits],
-            },
-        )
+        yield retrieval_event(asked)
         async for event in iterate_in_threadpool(events):
             if isinstance(event, Done):
-                event = finish(await with_commits(asker.parser, repo, event.answer, git))
+                dated = await with_commits(asker.parser, asked.repo, event.answer, asked.git)
+                event = finish(asked, asker, dated)
             yield event
     except CoderagError as exc:
         if not report_errors:
             raise
-        record("error", 0)
+        record(asked, asker, "error", 0)
         yield Event("error", {"detail": exc.detail})
     finally:
         await asker.parser.aclose()
