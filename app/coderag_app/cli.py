@@ -95,9 +95,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     query = require_query(args.query, settings)
-    require_searchable(get_catalog(), args.repo)
+    state = get_catalog().get_repo(args.repo)
+    require_searchable(state)
     _embed_in_process()
-    found = retrieve(args.repo, query, args.top_k, settings)
+    found = retrieve(args.repo, query, args.top_k, settings, state=state)
     for h in found.hits:
         print(f"{h.score:.3f}  {h.file}:{h.start_line}-{h.end_line}  {h.symbol}  ({h.kind})")
     if found.below_gate:
@@ -333,7 +334,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise InvalidInput("--limit must be at least 1")
     settings = get_settings()
     catalog = get_catalog()
-    require_searchable(catalog, args.name)
+    require_searchable(catalog.get_repo(args.name))
     _embed_in_process()  # commit questions run the whole search
     root = trees.root(catalog, settings, args.name)  # this host's clone, made if it has none
     report = evaluate(args.name, root if root.is_dir() else None, args.limit, settings)

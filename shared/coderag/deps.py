@@ -12,6 +12,7 @@ from coderag.errors import Conflict, Forbidden, InvalidInput, Unauthorized
 from coderag.schemas import REPO_NAME_PATTERN, check_repo_name
 from coderag.settings import Settings, get_settings
 from coderag.store import Catalog, get_catalog, refs
+from coderag.store.repos import Repo
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 """The settings of this request."""
@@ -84,11 +85,11 @@ def require_query(text: str, settings: Settings) -> str:
     return stripped
 
 
-def require_searchable(catalog: Catalog, repo: str) -> None:
-    """NotFound for an unknown repository, Conflict while its first index is not finished."""
-    state = catalog.get_repo(repo)
-    if catalog.published(repo)[0] > 0:
+def require_searchable(state: Repo) -> None:
+    """Conflict while a repository's (or ref's) first index is not finished."""
+    if state.generation > 0:
         return
+    repo = state.name
     # a ref's key is no name the API takes: point at the ref's own route
     what, poll = f"repository {repo!r}", f"GET /repos/{repo}"
     if state.ref_of:

@@ -16,6 +16,7 @@ from coderag.responses import errors
 from coderag.schemas import RetrieveResponse, SearchRequest, SearchResponse
 from coderag.settings import get_settings
 from coderag.store import get_catalog, refs
+from coderag.store.repos import Repo
 from coderag_retriever import dictionary, retrieval
 from coderag_retriever.index import get_index_cache
 from coderag_retriever.text import STOP_WORDS
@@ -40,14 +41,15 @@ def _embedder(request: Request, settings: SettingsDep) -> QueryEmbedder:
     return query_embedder(settings, request.headers.get("authorization"))
 
 
-def _check(body: SearchRequest, settings: SettingsDep, catalog: CatalogDep) -> tuple[str, str]:
-    """(the query, the key of the repository or ref searched), or the error to answer."""
+def _check(body: SearchRequest, settings: SettingsDep, catalog: CatalogDep) -> tuple[str, Repo]:
+    """(the query, the row of the repository or ref searched, read once for the request), or
+    the error to answer."""
     query = require_query(body.query, settings)
     if body.top_k > settings.max_top_k:
         raise InvalidInput(f"top_k is {body.top_k}; the limit is {settings.max_top_k}")
-    key = refs.resolve(catalog, body.repo, body.ref)
-    require_searchable(catalog, key)
-    return query, key
+    state = refs.resolve_repo(catalog, body.repo, body.ref)
+    require_searchable(state)
+    return query, state
 
 
 @router.post("/search", responses=errors(400, 404, 409, 503))
@@ -60,9 +62,10 @@ def search(
 ) -> SearchResponse:
     """The best units for a query, best first."""
     start = time.perf_counter()
-    query, key = _check(body, settings, catalog)
+    query, state = _check(body, settings, catalog)
+    embedder = _embedder(request, settings)
     found = retrieval.retrieve(
-        key, query, body.top_k, settings, _embedder(request, settings), with_code=False
+        state.name, query, body.top_k, settings, embedder, with_code=False, state=state
     )
     hits = [h.search_hit() for h in found.hits]
     took = (time.perf_counter() - start) * 1000
@@ -96,9 +99,10 @@ def retrieve(
 ) -> RetrieveResponse:
     """Like /search, with each unit's code and vector similarity; not audited (the caller is)."""
     start = time.perf_counter()
-    query, key = _check(body, settings, catalog)
+    query, state = _check(body, settings, catalog)
+    embedder = _embedder(request, settings)
     found = retrieval.retrieve(
-        key, query, body.top_k, settings, _embedder(request, settings), ready_only=True
+        state.name, query, body.top_k, settings, embedder, ready_only=True, state=state
     )
     return RetrieveResponse(
         results=found.hits,

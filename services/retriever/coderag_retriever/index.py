@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from coderag import spaces
 from coderag.schemas import Unit
 from coderag.store import Catalog, get_vectors
 from coderag_retriever import shards
@@ -59,7 +60,7 @@ class RepoIndex:
             self.history = history_scores(catalog, repo, self.units)
         return self.history
 
-    def vectors(self, space: str = "vector") -> np.ndarray:
+    def vectors(self, space: str = spaces.MAIN) -> np.ndarray:
         """Unit vectors of one space in position order (from the vector store), loaded on
         first use."""
         if space not in self._vectors:
@@ -68,7 +69,7 @@ class RepoIndex:
 
 
 def load_vectors(
-    units: list[Unit], space: str = "vector", registration: str | None = None
+    units: list[Unit], space: str = spaces.MAIN, registration: str | None = None
 ) -> np.ndarray:
     """The stored vectors of one repository's units in one space, a row per unit in their
     order; zeros where the store holds no vector of the unit's current content (none yet, or
@@ -195,10 +196,13 @@ class IndexCache:
         with self._guard:
             return self._locks.setdefault(repo, threading.Lock())
 
-    def get(self, catalog: Catalog, repo: str) -> RepoIndex:
-        """The current index of a repository."""
+    def get(
+        self, catalog: Catalog, repo: str, published: tuple[int, str] | None = None
+    ) -> RepoIndex:
+        """The current index of a repository: of its ``published`` (generation, registration id)
+        when the caller read its row already, else as the catalog has it now."""
         # generations restart at 0 when a name is registered again: key by registration too
-        generation, registration = catalog.published(repo)
+        generation, registration = published or catalog.published(repo)
         with self._lock(repo):
             cached = self._indexes.get(repo)
             if cached is not None and cached.registration == registration:

@@ -20,6 +20,7 @@ from coderag.routes import format_weights
 from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag.store import get_catalog
+from coderag.store.repos import Repo
 from coderag_retriever import focus, relevance
 from coderag_retriever.query import Query
 from coderag_retriever.search import Ranked, rank, routes_run
@@ -49,6 +50,7 @@ def retrieve(
     embedder: QueryEmbedder | None = None,
     with_code: bool = True,
     ready_only: bool = False,
+    state: Repo | None = None,
 ) -> Retrieval:
     """The ``top_k`` best units for a question with their similarity and, ``with_code``, their
     code and what the catalog knows of them (/search leaves it out: reading the call graph
@@ -56,12 +58,16 @@ def retrieve(
     query vectors from ``embedder`` (default: the process's). A vector route still being
     written searches the vectors written so far, or with ``ready_only`` (/ask) does not run,
     so an answer's refusal reads the state its rule was fitted on. The verdict reads the first
-    ``relevance.JUDGED`` units whatever ``top_k`` is, so /search and /ask agree."""
-    ready, missing = readiness(repo, settings)
+    ``relevance.JUDGED`` units whatever ``top_k`` is, so /search and /ask agree. ``state`` is the
+    repository's row when the caller read it already (the row is read once per request)."""
+    state = state or get_catalog().get_repo(repo)
+    ready, missing = readiness(state, settings)
     lexical = ready_only and bool(missing)
     searched = without_routes(settings, missing) if lexical else settings
     with slot(searched):
-        ranked = rank(repo, query, max(top_k, relevance.JUDGED), searched, embedder)
+        depth = max(top_k, relevance.JUDGED)
+        published = (state.generation, state.registration)
+        ranked = rank(repo, query, depth, searched, embedder, published)
     judged = [to_hit(r, with_code=True) for r in ranked[: relevance.JUDGED]]
     # the verdict reads the whole settings: the rule for a lexical search is chosen by them
     below = relevance.below_gate(query, judged, settings, lexical)
@@ -159,11 +165,8 @@ def slot(settings: Settings) -> Iterator[None]:
         yield
 
 
-def readiness(repo: str, settings: Settings) -> tuple[list[str], list[str]]:
+def readiness(state: Repo, settings: Settings) -> tuple[list[str], list[str]]:
     """(routes with all their data, routes still waiting for vectors) of a repository."""
-    state = get_catalog().get_repo(repo)
-    if state is None:
-        return routes_run(settings), []
     return chain.route_readiness(state.stages, state.complete, routes_run(settings))
 
 

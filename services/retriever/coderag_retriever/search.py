@@ -45,7 +45,12 @@ class Ranked:
 
 
 def rank(
-    repo: str, text: str, top_k: int, settings: Settings, embedder: QueryEmbedder | None = None
+    repo: str,
+    text: str,
+    top_k: int,
+    settings: Settings,
+    embedder: QueryEmbedder | None = None,
+    published: tuple[int, str] | None = None,
 ) -> list[Ranked]:
     """The ``top_k`` best units of a repository for a question.
 
@@ -54,9 +59,10 @@ def rank(
     (one hop, or ``expand_depth`` for flow questions) → the learned ranker (or the fused order)
     → the cross-encoder over the first ``rerank_top`` → MMR → top_k. Query vectors and
     cross-encoder scores come from ``embedder`` (default: the process's,
-    :func:`coderag.embedding.query_embedder`).
+    :func:`coderag.embedding.query_embedder`). ``published``: the (generation, registration id)
+    of the repository's row when the caller read it already.
     """
-    pool = gather(repo, text, settings, embedder)
+    pool = gather(repo, text, settings, embedder, published)
     if pool is None:
         return []
     scores, confidence = pool.expanded, {}
@@ -181,11 +187,15 @@ def routes_run(settings: Settings) -> list[str]:
 
 
 def gather(
-    repo: str, text: str, settings: Settings, embedder: QueryEmbedder | None = None
+    repo: str,
+    text: str,
+    settings: Settings,
+    embedder: QueryEmbedder | None = None,
+    published: tuple[int, str] | None = None,
 ) -> Pool | None:
     """Run the routes, fuse them and expand over the call graph; None for an empty index."""
     catalog = get_catalog()
-    index = get_index_cache().get(catalog, repo)
+    index = get_index_cache().get(catalog, repo, published)
     if not len(index):
         return None
     known = index.postings.terms.__contains__ if settings.zh_repo_words else None

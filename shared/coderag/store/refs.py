@@ -97,10 +97,27 @@ def resolve(catalog: Catalog, name: str, ref: str | None) -> str:
         return name
     key = ref_key(name, ref)
     if not catalog.is_ref_of(key, name):
-        raise NotFound(
-            f"repository {name!r} has no ref {ref!r}; POST /repos/{name}/refs to index it"
-        )
+        raise _no_ref(name, ref)
     return key
+
+
+def resolve_repo(catalog: Catalog, name: str, ref: str | None) -> Repo:
+    """The row searched for ``ref`` of repository ``name``, read once for the whole request (the
+    repository's own for no ref or its own branch); NotFound for an unknown repository or ref."""
+    repo = catalog.get_repo(name)
+    if ref is None or ref == repo.branch:
+        return repo
+    try:
+        found = catalog.get_repo(ref_key(name, ref))
+    except NotFound:
+        raise _no_ref(name, ref) from None
+    if found.ref_of != name:
+        raise _no_ref(name, ref)
+    return found
+
+
+def _no_ref(name: str, ref: str) -> NotFound:
+    return NotFound(f"repository {name!r} has no ref {ref!r}; POST /repos/{name}/refs to index it")
 
 
 def label(name: str, ref: str | None) -> str:

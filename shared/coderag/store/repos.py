@@ -58,6 +58,10 @@ class Repo:
     eta_s: float | None = None
     searchable_at: str | None = None
     ref_of: str | None = None
+    generation: int = 0
+    """How many times its index was published (0 before it was ever ready)."""
+    registration: str = ""
+    """Its registration id ('' for one registered before ids existed)."""
 
 
 SELECT_REPOS = (
@@ -94,6 +98,8 @@ def repo_from_row(row: Row) -> Repo:
         eta_s=eta_seconds(state, complete),
         searchable_at=row["searchable_at"],
         ref_of=row["ref_of"],
+        generation=int(row["generation"]),
+        registration=row["uid"] or "",
     )
 
 

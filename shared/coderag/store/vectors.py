@@ -172,7 +172,7 @@ class VectorStore:
         self,
         repo: str,
         create: bool = True,
-        space: str = "vector",
+        space: str = spaces.MAIN,
         registration: str | None = None,
     ) -> Any:
         name = self._name(repo, space, registration)
@@ -208,7 +208,7 @@ class VectorStore:
         ids: Sequence[str],
         vectors: Rows,
         metadatas: Sequence[dict[str, Any]],
-        space: str = "vector",
+        space: str = spaces.MAIN,
         registration: str | None = None,
     ) -> None:
         """Write vectors with their metadata, replacing any with the same id (into the given
@@ -228,7 +228,7 @@ class VectorStore:
         self,
         repo: str,
         ids: Sequence[str],
-        space: str = "vector",
+        space: str = spaces.MAIN,
         registration: str | None = None,
     ) -> None:
         """Delete vectors by unit id."""
@@ -237,11 +237,16 @@ class VectorStore:
             col.delete(ids=list(ids))
 
     def query(
-        self, repo: str, vector: Iterable[float], n: int, space: str = "vector"
+        self,
+        repo: str,
+        vector: Iterable[float],
+        n: int,
+        space: str = spaces.MAIN,
+        registration: str | None = None,
     ) -> list[tuple[str, float]]:
         """Nearest units as (id, cosine similarity), best first (fewer when the collection holds
-        fewer than ``n``)."""
-        name = self._name(repo, space, None)
+        fewer than ``n``), in the given registration's collection, else the current one's."""
+        name = self._name(repo, space, registration)
         # an open handle saves a lookup per query (a fifth of a query's Chroma time); its name
         # carries the registration, so a re-registered repository opens a new one
         opened = self._opened.get(name)
@@ -253,7 +258,7 @@ class VectorStore:
                 if not _missing(exc):
                     raise Unavailable(f"Chroma is not reachable: {exc}") from exc
                 # dropped, perhaps made anew, since it was opened: open it again below
-        col = self._collection(repo, create=False, space=space)
+        col = self._collection(repo, create=False, space=space, registration=registration)
         if col is None:
             return []
         try:
@@ -263,7 +268,7 @@ class VectorStore:
         self._opened[name] = col
         return found
 
-    def ids(self, repo: str, space: str = "vector", registration: str | None = None) -> set[str]:
+    def ids(self, repo: str, space: str = spaces.MAIN, registration: str | None = None) -> set[str]:
         """Every vector id stored for a repository."""
         col = self._collection(repo, create=False, space=space, registration=registration)
         if col is None:
@@ -271,7 +276,7 @@ class VectorStore:
         return {i for got in _pages(col, []) for i in got["ids"]}
 
     def hashes(
-        self, repo: str, space: str = "vector", registration: str | None = None
+        self, repo: str, space: str = spaces.MAIN, registration: str | None = None
     ) -> dict[str, str]:
         """Vector id -> the content hash of the text it encodes ('' when its metadata lacks
         one), for the repair pass that compares them with the catalog."""
@@ -288,7 +293,7 @@ class VectorStore:
         self,
         repo: str,
         ids: Sequence[str],
-        space: str = "vector",
+        space: str = spaces.MAIN,
         registration: str | None = None,
     ) -> dict[str, tuple[Sequence[float], str]]:
         """Stored vectors of the given unit ids, each with the content hash of the text it
@@ -309,13 +314,13 @@ class VectorStore:
                 out[uid] = (vector, str((meta or {}).get("content_hash", "")))
         return out
 
-    def count(self, repo: str, space: str = "vector", registration: str | None = None) -> int:
+    def count(self, repo: str, space: str = spaces.MAIN, registration: str | None = None) -> int:
         """Number of vectors stored for a repository (in the given registration's collection,
         else the current one's)."""
         col = self._collection(repo, create=False, space=space, registration=registration)
         return 0 if col is None else col.count()
 
-    def dimension(self, repo: str, space: str = "vector") -> int | None:
+    def dimension(self, repo: str, space: str = spaces.MAIN) -> int | None:
         """Length of the repository's vectors in one space, or None when it has none."""
         col = self._collection(repo, create=False, space=space)
         if col is None:

@@ -21,7 +21,9 @@ def route(space: str) -> Route:
         if vector is None:
             return []
         out = []
-        for uid, sim in get_vectors().query(query.repo, vector, n, space):
+        # the index knows its registration: the collection's name needs no read of the row
+        found = get_vectors().query(query.repo, vector, n, space, index.registration or None)
+        for uid, sim in found:
             pos = index.position.get(uid)
             if pos is not None:
                 out.append((pos, sim))
