@@ -58,6 +58,10 @@ DOC = tuple(r.name for r in REGISTRY if r.doc)
 VECTOR = {r.name: r.space for r in REGISTRY if r.space}
 """Routes that read vectors, with the space they read."""
 
+COSINE = tuple(r.name for r in REGISTRY if r.ranked and r.space)
+"""Ranked routes that read vectors, one per space in the spaces' order: their cosines are the
+learned ranker's features, and the score gate reads the last that runs."""
+
 REWRITE = tuple(r.name for r in sorted((r for r in REGISTRY if r.rewrite), key=lambda r: r.rewrite))
 """Routes that search an LLM's extra queries, in the order their rankings are fused (the
 fusion's sums and ties follow it)."""

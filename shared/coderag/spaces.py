@@ -31,6 +31,9 @@ BY_NAME = {s.name: s for s in REGISTRY}
 NAMES = tuple(BY_NAME)
 """Space names."""
 
+MAIN = REGISTRY[0].name
+"""The main space, which every index fills (the default wherever a space is not named)."""
+
 PREFIXES = {s.name: s.prefix for s in REGISTRY}
 """Collection-name prefix per space (distinct, so no two collections share a name)."""
 

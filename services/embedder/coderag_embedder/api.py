@@ -36,7 +36,7 @@ class EmbedRequest(BaseModel):
     """Texts to encode, in one vector space, as passages (units) or queries (questions)."""
 
     texts: list[Text] = Field(min_length=1, max_length=MAX_TEXTS)
-    space: Literal["vector", "vector2"] = Field(
+    space: Literal["vector", "vector2"] = Field(  # spaces.NAMES (tests/test_settings_groups.py)
         "vector", description="`vector`: the main encoder; `vector2`: the second encoder."
     )
     kind: Literal["passage", "query"] = Field(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from coderag import spaces
 from coderag.schemas import Hit
 from coderag_retriever.query import Query
 from coderag_retriever.text import code_tokens
@@ -19,7 +20,7 @@ from coderag_retriever.text import code_tokens
 Embed = Callable[[list[str]], "np.ndarray | None"]
 """L2-normalised vectors of texts (one row each), or None when no encoder answers."""
 
-SPACE = "vector"
+SPACE = spaces.MAIN
 """The vector space whose encoder scores statements: MiniLM led e5-small on the tuning
 questions (``bench/evidence_lines.py --grid``)."""
 

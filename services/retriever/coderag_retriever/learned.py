@@ -35,8 +35,7 @@ SEEDS = 5
 FEATURES = (
     *(f"rr_{r}" for r in RANKED_ROUTES),
     *(f"score_{r}" for r in RANKED_ROUTES),
-    "cos_vector",
-    "cos_vector2",
+    *(f"cos_{r}" for r in routes.COSINE),
     "fused",
     "expanded",
     "graph_only",
@@ -118,8 +117,7 @@ def features(
         row = [
             *(rr[r] for r in RANKED_ROUTES),
             *(max(score_of[r].get(pos, 0.0), 0.0) / tops[r] for r in RANKED_ROUTES),
-            score_of["vector"].get(pos, 0.0),
-            score_of["vector2"].get(pos, 0.0),
+            *(score_of[r].get(pos, 0.0) for r in routes.COSINE),
             c.fused / fused_top,
             c.expanded / expanded_top,
             float(not c.ranks),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from coderag import spaces
 from coderag.embedding import QueryEmbedder, query_embedder
 from coderag_retriever.text import Known, has_chinese, query_tokens, zh_terms
 
@@ -55,7 +56,7 @@ class Query:
             return f"{self.text} ({' '.join(english)})"
         return self.text
 
-    def vector(self, space: str = "vector") -> np.ndarray | None:
+    def vector(self, space: str = spaces.MAIN) -> np.ndarray | None:
         """The query's embedding in a vector space, computed once; None when no encoder feeds
         that space."""
         if space not in self._vectors:

@@ -25,6 +25,7 @@ from coderag import gate as cosine
 from coderag import words
 from coderag.gate import best_similarity, names_code
 from coderag.language import STOP_EN, has_han
+from coderag.routes import COSINE
 from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag_retriever.text import zh_terms, zh_words
@@ -118,8 +119,7 @@ def features(query: str, hits: Sequence[Hit], extra: Sequence[str] = ()) -> dict
         "routes_agree": sum(1 for rank in routes.values() if rank <= TOP) / 5,
         "similarity_lead": sims[0] - sum(sims) / len(sims) if sims else 0.0,
         "keyword_top": top("keyword"),
-        "vector_top": top("vector"),
-        "vector2_top": top("vector2"),
+        **{f"{r}_top": top(r) for r in COSINE},
     }
 
 

@@ -5,6 +5,7 @@ the encoder already found near it."""
 
 from __future__ import annotations
 
+from coderag.routes import COSINE
 from coderag_retriever.index import RepoIndex, bm25_scores
 from coderag_retriever.query import Query
 
@@ -14,7 +15,8 @@ SEEDS = 3
 
 def rank(query: Query, index: RepoIndex, n: int) -> list[tuple[int, float]]:
     """Units by BM25 over the question's tokens plus the seed units' name parts."""
-    seeds = query.rankings.get("vector2") or query.rankings.get("vector") or []
+    # the last space's ranking that found anything: the second encoder's, else the main one's
+    seeds = next((query.rankings[r] for r in reversed(COSINE) if query.rankings.get(r)), [])
     words = [t for pos, _ in seeds[:SEEDS] for t in sorted(index.symbol_tokens[pos])]
     if not words:
         return []

@@ -1,0 +1,30 @@
+"""Settings grouped by concern (issue 32): the groups name every setting once, in the order the
+class declares them, and ``coderag settings`` prints each one's environment variable."""
+
+from __future__ import annotations
+
+import typing
+
+from coderag import spaces
+from coderag.settings import ENV_PREFIX, GROUPS, Settings, markdown_table
+from coderag_embedder.api import EmbedRequest
+
+
+def test_groups_name_every_setting_once_in_declaration_order() -> None:
+    grouped = [name for _, _, names in GROUPS for name in names]
+    assert grouped == list(Settings.model_fields)
+
+
+def test_the_table_shows_every_environment_variable_under_its_group() -> None:
+    table = markdown_table()
+    for title, _, names in GROUPS:
+        assert f"### {title}" in table
+        for name in names:
+            assert f"| `{ENV_PREFIX}{name.upper()}` |" in table
+    assert table.count("| `CODERAG_") == len(Settings.model_fields)
+
+
+def test_the_embed_api_names_the_registered_spaces() -> None:
+    literal = EmbedRequest.model_fields["space"].annotation
+    assert typing.get_args(literal) == spaces.NAMES  # a Literal in the schema, kept in step
+    assert EmbedRequest.model_fields["space"].default == spaces.MAIN
