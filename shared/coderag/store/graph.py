@@ -7,7 +7,6 @@ against the symbol table as it is now.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -173,10 +172,6 @@ class Graph:
                 if f != r["file"] and _imports_file(r["module"], f):
                     counts[f] += 1
         return counts
-
-    def file_weight(self, repo: str) -> dict[str, float]:
-        """log(1 + references) per file, the seed-004 popularity factor."""
-        return {f: math.log1p(n) for f, n in self.file_references(repo).items()}
 
     def tested(self, repo: str) -> set[str]:
         """Units called from test code (TestCoverageHint)."""
