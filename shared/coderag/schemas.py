@@ -320,6 +320,11 @@ class RetrieveResponse(BaseModel):
         description="What the search looked for: the question's content words, a Chinese word "
         "with its English (what a refusal tells the user).",
     )
+    unsafe: bool = Field(
+        False,
+        description="True when the learned rule reads the question as a request to get around a "
+        "security control or at a secret's value: /ask declines it (G5).",
+    )
     routes_missing: list[str] = Field(
         default_factory=list,
         description="Routes left out because their vectors are still being written.",

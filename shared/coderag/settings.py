@@ -332,6 +332,14 @@ class Settings(BaseSettings):
         "cosine, the question's words in the hits), used with the packaged encoders when "
         "`CODERAG_SCORE_GATE` is unset; `gate`, the cosine score gate alone.",
     )
+    unsafe_rule: Literal["learned", "rules"] = Field(
+        "learned",
+        description="How /ask declines requests to get around a security control or at a "
+        "secret's value (G5): `learned`, the hand-written rules and the retriever's model of the "
+        "question's e5-small vector (fitted by `bench/train_unsafe.py`; it reads requests the "
+        "rules were not written for, and declined about 1 in 100 ordinary code questions of the "
+        "benchmark); `rules`, the hand-written rules alone.",
+    )
 
     # Answers ----------------------------------------------------------------------------------
 
@@ -553,6 +561,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         (
             "score_gate",
             "refusal_rule",
+            "unsafe_rule",
         ),
     ),
     (

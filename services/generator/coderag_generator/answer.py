@@ -117,6 +117,7 @@ class _Question:
     sampling: Sampling
     below_gate: bool
     looked_for: Sequence[str]
+    unsafe: bool
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ def answer_events(
     sampling: Sampling = Sampling(),
     below_gate: bool = False,
     looked_for: Sequence[str] = (),
+    unsafe: bool = False,
 ) -> Generator[Streamed]:
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
     turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
@@ -149,10 +151,11 @@ def answer_events(
     ``missing``, the routes left out while their vectors are written, is said in the answer;
     ``sampling`` carries a caller's instruction, temperature and length for a model;
     ``below_gate`` is the retriever's verdict that the code probably does not hold the answer,
-    ``looked_for`` the words it searched by (what a refusal says it looked for)."""
+    ``looked_for`` the words it searched by (what a refusal says it looked for), ``unsafe`` its
+    learned rule's verdict that the question asks to get around a security control."""
     q = _Question(
         query, language(query), hits, backend, settings, file_lines, history, git, sampling,
-        below_gate, looked_for,
+        below_gate, looked_for, unsafe,
     )  # fmt: skip
     answer = yield from _events(q)
     if missing:
@@ -176,7 +179,7 @@ def _events(q: _Question) -> Generator[Event, None, Answer]:
 def _by_rules(q: _Question) -> Answer | None:
     """An answer decided without the model: an unsafe or vague question, a corrected premise,
     or hits that cannot hold the answer; None when the model must answer."""
-    verdict = refusal.screen(q.query, q.lang)
+    verdict = refusal.screen(q.query, q.lang, q.unsafe)
     # a contradicted premise is answered before the gate: a claim about a unit that is found
     # may name a callee the code lacks, which the gate would refuse as absent
     fixed = premise.correct(q.query, q.hits, q.lang) if verdict is None else None

@@ -238,6 +238,7 @@ def answering(asked: Asked, asker: Asker, carried: Carried | None) -> Generator[
         carried.sampling if carried else Sampling(),
         found.below_gate,
         found.looked_for,
+        found.unsafe,
     )
 
 

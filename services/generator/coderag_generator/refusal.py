@@ -1,6 +1,8 @@
 """Answers decided before the model is called (G5, R11).
 
-* unsafe: "how do I bypass the permission check?" is declined (``refused``, reason ``unsafe``);
+* unsafe: "how do I bypass the permission check?" is declined (``refused``, reason ``unsafe``),
+  by these rules or by the retriever's learned rule on the question's vector, which reads the
+  requests the rules were not written for;
 * vague: "is this function safe?" gets a clarifying answer naming the dimensions to choose from
   (``clarify``, not refused);
 * out of scope: no hits, the retriever's verdict that the code probably does not hold the answer
@@ -38,7 +40,9 @@ FUZZY_CUTOFF = 0.85
 FUZZY_MIN_CHARS = 6
 """Shorter terms must match exactly: "OAuth2" must not pass for "auth"."""
 
-_CLAUSE_END = re.compile(r"\s*(?:it|them|掉|它们?)?\s*(?:[?？。.!！,，;；]|吗|呢|$)", re.IGNORECASE)
+_CLAUSE_END = re.compile(
+    r"\s*(?:it|them|掉|去|过去|它们?)?\s*(?:[?？。.!！,，;；]|吗|呢|$)", re.IGNORECASE
+)
 _PUNCT = re.compile(r"[,.;:?!，。；：？！]")
 _TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+#/-]*[A-Za-z0-9_+#]|[A-Za-z0-9_]")
 _IDENT = re.compile(r"[A-Za-z_][\w.]*(?:\(\))?$")
@@ -92,6 +96,10 @@ class Rules:
     weak: tuple[re.Pattern[str], ...]
     check: tuple[re.Pattern[str], ...]
     asset: tuple[re.Pattern[str], ...]
+    alone: tuple[re.Pattern[str], ...]
+    disclose: tuple[re.Pattern[str], ...]
+    value: tuple[re.Pattern[str], ...]
+    disclose_window: int
     dimension: tuple[re.Pattern[str], ...]
     filler: tuple[re.Pattern[str], ...]
     judgements: tuple[_Judgement, ...]
@@ -118,6 +126,10 @@ def rules(lang: str) -> Rules:
         weak=_compile(unsafe["weak"]),
         check=_compile(unsafe["check"]),
         asset=_compile(unsafe["asset"]),
+        alone=_compile(unsafe.get("alone", [])),
+        disclose=_compile(unsafe.get("disclose", [])),
+        value=_compile(unsafe.get("value", [])),
+        disclose_window=int(unsafe.get("disclose_window", unsafe["window"])),
         dimension=_compile(vague["dimension"]),
         filler=_compile(vague["filler"]),
         judgements=tuple(
@@ -148,7 +160,8 @@ def _acts_on(
                 elif end <= m.start() and m.start() - end <= window:
                     if not _CLAUSE_END.match(query, m.end()):
                         continue
-                    gap = query[end : m.start()]
+                    # "the permission check, how do I bypass it?": one comma may part them
+                    gap = query[end : m.start()].replace(",", " ", 1).replace("，", " ", 1)
                 else:
                     continue
                 if not _PUNCT.search(gap):
@@ -158,14 +171,28 @@ def _acts_on(
 
 def is_unsafe(query: str) -> bool:
     """A request to get around a security control or at a secret (see the rules' [unsafe])."""
-    for r in _all_rules():
-        if not any(p.search(query) for p in r.ask) or any(p.search(query) for p in r.defense):
+    every = _all_rules()
+    if any(p.search(query) for r in every for p in r.defense):
+        return False
+    if any(p.search(query) for r in every for p in r.alone):
+        return True
+    # a Chinese verb may act on an identifier the question writes in Latin letters: the targets
+    # of both languages are read with each language's verbs
+    checks = tuple(p for r in every for p in r.check)
+    assets = tuple(p for r in every for p in r.asset)
+    for r in every:
+        if not any(p.search(query) for p in r.ask):
             continue
-        if _acts_on(query, r.strong, (*r.check, *r.asset), r.window):
+        if _acts_on(query, r.strong, (*checks, *assets), r.window):
             return True
-        if _acts_on(query, r.weak, r.check, r.window):
+        if _acts_on(query, r.weak, checks, r.window):
             return True
-    return False
+    # "what's the production password", "list every key with its value": the disclosing verb asks
+    return any(
+        any(p.search(query) for p in r.value)
+        and _acts_on(query, r.disclose, assets, r.disclose_window)
+        for r in every
+    )
 
 
 def vague_judgement(query: str) -> tuple[str, str] | None:
@@ -199,9 +226,10 @@ def _looks_like_identifier(word: str) -> bool:
     return bool(_IDENT.match(word)) and (has_shape or word.endswith("()"))
 
 
-def screen(query: str, lang: str) -> Verdict | None:
-    """The unsafe and vague rules, which need no retrieval."""
-    if is_unsafe(query):
+def screen(query: str, lang: str, unsafe: bool = False) -> Verdict | None:
+    """The unsafe and vague rules, which need no retrieval; ``unsafe`` is the retriever's
+    learned verdict (``coderag_retriever.unsafe``), which declines what these rules miss."""
+    if unsafe or is_unsafe(query):
         return Verdict(prompts.load("unsafe", lang), True, False, UNSAFE)
     if judgement := vague_judgement(query):
         word, dimensions = judgement

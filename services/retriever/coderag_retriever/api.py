@@ -110,4 +110,5 @@ def retrieve(
         below_gate=found.below_gate,
         routes_missing=found.routes_missing,
         looked_for=found.looked_for,
+        unsafe=found.unsafe,
     )

@@ -21,7 +21,7 @@ from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag.store.repos import Repo
-from coderag_retriever import focus, relevance
+from coderag_retriever import focus, relevance, unsafe
 from coderag_retriever.query import Query
 from coderag_retriever.search import Ranked, rank, routes_run
 
@@ -40,6 +40,8 @@ class Retrieval:
     routes_ready: list[str]
     routes_missing: list[str]
     looked_for: list[str]
+    unsafe: bool = False
+    """The learned unsafe-request rule's verdict (``unsafe``); only for /retrieve's callers."""
 
 
 def retrieve(
@@ -80,7 +82,8 @@ def retrieve(
         hits = focus.with_focus(asked, hits, embed)
     # only /retrieve's callers tell a user what was looked for; /search never shows it
     looked_for = relevance.looked_for(query, settings) if with_code else []
-    return Retrieval(hits, below, ready, missing, looked_for)
+    declined = with_code and unsafe.declines(query, settings, embedder or query_embedder(settings))
+    return Retrieval(hits, below, ready, missing, looked_for, declined)
 
 
 def to_hit(r: Ranked, with_code: bool = False) -> Hit:
