@@ -69,7 +69,7 @@ from coderag_embedder.queries import local  # noqa: E402
 from coderag_generator.answer import Done, answer_events  # noqa: E402
 from coderag_generator.asking import RETRIEVE_K  # noqa: E402
 from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
-from coderag_retriever import relevance, retrieval  # noqa: E402
+from coderag_retriever import relevance, retrieval, unsafe  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
 
 embedding.use_local(local())  # this script's queries embed in-process
@@ -180,9 +180,10 @@ def answer(case: Case, backend: Counting, settings: Settings) -> Outcome:
     # the retriever's verdict, decided again on the saved hits under this fold's settings (the
     # whole settings: the lexical rule is chosen by them, as /retrieve does)
     below = relevance.below_gate(case.q["query"], case.hits, settings, lexical=bool(MISSING))
+    declined = unsafe.declines(case.q["query"], settings, embedding.query_embedder(settings))
     events = answer_events(
         case.q["query"], case.hits, backend, settings, file_lines, missing=MISSING,
-        below_gate=below,
+        below_gate=below, unsafe=declined,
     )  # fmt: skip
     for event in events:
         if isinstance(event, Done):
