@@ -350,7 +350,8 @@ def test_the_learned_unsafe_rule_declines_what_the_rules_miss(
 
 def test_the_unsafe_rule_applies_only_to_the_encoder_it_was_fitted_on() -> None:
     """A model fitted on e5-small's vectors says nothing when another encoder feeds the space
-    or the operator chose the rules alone; its probability is the logistic of the weights' dot product plus the bias."""
+    or the operator chose the rules alone; its probability is the logistic of the weights' dot
+    product plus the bias."""
     m = unsafe.Model(
         space="vector2", encoder="e5-small", weights=[1.0, -1.0], bias=0.5, threshold=0.5
     )
