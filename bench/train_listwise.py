@@ -104,11 +104,10 @@ def rows(
     rng = random.Random(seed)
     weights = [WRITTEN_WEIGHT if q.split != "mined" else 1.0 for q in questions]
     out: dict[str, list[Any]] = {"query": [], "docs": [], "labels": []}
-    rr.GROUP = negatives + 1
     while len(out["query"]) < count:
         share = hard[0] + (hard[1] - hard[0]) * len(out["query"]) / max(1, count - 1)
         q = rng.choices(questions, weights)[0]
-        g = rr.group(q, share, rng)
+        g = rr.group(q, share, rng, negatives + 1)
         if g is None:
             continue
         order = list(range(len(g)))

@@ -51,9 +51,7 @@ SPACES = ("vector", "vector2", "both")
 
 
 def vectors(space: str, queries: list[str]) -> np.ndarray:
-    """The queries' vectors in one space, or both spaces side by side."""
-    if space == "both":
-        return np.hstack([vectors("vector", queries), vectors("vector2", queries)])
+    """The queries' vectors in one space."""
     out = embed_queries(space, queries)
     if out is None:
         raise SystemExit(f"no encoder feeds {space}: check CODERAG_EMBED_MODEL_2")

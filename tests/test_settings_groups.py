@@ -6,7 +6,8 @@ from __future__ import annotations
 import typing
 
 from coderag import spaces
-from coderag.settings import ENV_PREFIX, GROUPS, Settings, markdown_table
+from coderag.settings import ENV_PREFIX, Settings
+from coderag_app.settings_groups import GROUPS, markdown_table
 from coderag_embedder.api import EmbedRequest
 
 

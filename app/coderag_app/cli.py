@@ -12,8 +12,9 @@ import re
 import sys
 from pathlib import Path
 
-from coderag.settings import get_settings, markdown_table
+from coderag.settings import get_settings
 from coderag_app.commands import add_commands
+from coderag_app.settings_groups import markdown_table
 
 
 def _repo_name(path: Path) -> str:

@@ -75,14 +75,16 @@ def retrieve(
     below = relevance.below_gate(query, judged, settings, lexical)
     ranked = ranked[:top_k]
     hits = [to_hit(r, with_code) for r in ranked]
-    if with_code:
-        hits = with_neighbours(repo, ranked, hits)
-        embed = focus_embedder(embedder or query_embedder(settings))
-        asked = Query(repo, query, settings.zh_vocab, settings.zh_dictionary)
-        hits = focus.with_focus(asked, hits, embed)
-    # only /retrieve's callers tell a user what was looked for; /search never shows it
-    looked_for = relevance.looked_for(query, settings) if with_code else []
-    declined = with_code and unsafe.declines(query, settings, embedder or query_embedder(settings))
+    if not with_code:
+        return Retrieval(hits, below, ready, missing, [])
+    # only /retrieve's callers (an answer) get the code, the focus, what was looked for (a
+    # refusal says it; /search never does) and whether the request is unsafe
+    embedder = embedder or query_embedder(settings)
+    hits = with_neighbours(repo, ranked, hits)
+    asked = Query(repo, query, settings.zh_vocab, settings.zh_dictionary)
+    hits = focus.with_focus(asked, hits, focus_embedder(embedder))
+    looked_for = relevance.looked_for(query, settings)
+    declined = unsafe.declines(query, settings, embedder)
     return Retrieval(hits, below, ready, missing, looked_for, declined)
 
 
