@@ -47,7 +47,7 @@ run: install
 redis:
 	@command -v redis-server >/dev/null || (apt-get update -q && apt-get install -y -q redis-server)
 
-# the store's tests start a throwaway PostgreSQL server (tests/postgres.py); Debian's package puts
+# the store's tests start a throwaway PostgreSQL server (harness/postgres.py); Debian's package puts
 # initdb under /usr/lib/postgresql/*/bin, off PATH, which the tests look in
 postgres:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
@@ -98,8 +98,8 @@ lint: install
 	PYTHONPATH=$(SOURCES) $(VENV)/bin/lint-imports
 
 bench: install
-	$(PY) bench/fetch.py
-	$(PY) bench/retrieval.py
+	$(PY) -m bench.fetch
+	$(PY) -m bench.retrieval
 
 # The shipped cross-encoder (services/embedder/coderag_embedder/reranker/), rebuilt from the pinned
 # inputs: the benchmark corpora and mined code bases (sha256 in bench/corpora.json and
@@ -109,13 +109,13 @@ RERANK_RUN ?= shipped
 RERANK_LR ?= 1e-4
 RERANK_STEPS ?= 700
 reranker: install
-	$(PY) bench/fetch.py
-	$(PY) bench/fetch.py --mining
-	$(PY) bench/mine.py --all
-	CODERAG_DATA_DIR=bench/.cache/data $(PY) bench/rerank_data.py --split tune --split tune2 --reuse
-	$(PY) bench/rerank_data.py --mined 40
-	$(PY) bench/train_reranker.py train --name $(RERANK_RUN) --lr $(RERANK_LR) --steps $(RERANK_STEPS) --every 175
-	$(PY) bench/train_reranker.py ship --name $(RERANK_RUN)
+	$(PY) -m bench.fetch
+	$(PY) -m bench.fetch --mining
+	$(PY) -m bench.mine --all
+	CODERAG_DATA_DIR=bench/.cache/data $(PY) -m bench.rerank_data --split tune --split tune2 --reuse
+	$(PY) -m bench.rerank_data --mined 40
+	$(PY) -m bench.train_reranker train --name $(RERANK_RUN) --lr $(RERANK_LR) --steps $(RERANK_STEPS) --every 175
+	$(PY) -m bench.train_reranker ship --name $(RERANK_RUN)
 
 # ---- compose mode, built offline (docs/OFFLINE.md) ----
 DOCKER ?= docker

@@ -1,7 +1,7 @@
 """Answer benchmark: every question of bench/questions/<corpus>.jsonl through ``answer_events``
 with the hits ``/retrieve`` would give, per answer backend, on the pinned corpora.
 
-    python bench/answers.py [--corpus NAME ...] [--backend extractive --backend llamacpp]
+    python -m bench.answers [--corpus NAME ...] [--backend extractive --backend llamacpp]
                             [--llm-every 3] [--fresh] [--reuse-hits]
                             [--split tune|tune2|test|test2|all]
                             [--rule learned|gate] [--calibrate-only] [--lexical] [--out FILE]
@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 DATA = HERE / ".cache" / "answers-data"
 HITS = HERE / ".cache" / "answers-hits"
 """Each corpus's retrieved hits, kept for ``--reuse-hits`` (answer-side changes only)."""
@@ -52,11 +51,10 @@ os.environ.setdefault("CODERAG_DATA_DIR", str(DATA))
 # spinning starves the very threads it waits for (first token 3x slower), so they sleep instead
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import who_when  # noqa: E402
-from answer_calibration import MAX_FALSE_REFUSALS, Case, Decision, calibration  # noqa: E402
-from fetch import corpus_root, load_corpora  # noqa: E402
-from llm_speed import SPEED_PROMPT_TOKENS, speed  # noqa: E402
-
+from bench import who_when  # noqa: E402
+from bench.answer_calibration import MAX_FALSE_REFUSALS, Case, Decision, calibration  # noqa: E402
+from bench.fetch import corpus_root, load_corpora  # noqa: E402
+from bench.llm_speed import SPEED_PROMPT_TOKENS, speed  # noqa: E402
 from coderag import embedding  # noqa: E402
 from coderag.chain import VECTOR_ROUTES  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
@@ -179,11 +177,11 @@ def answer(case: Case, backend: Counting, settings: Settings) -> Outcome:
     done: dict[str, Any] = {}
     # the retriever's verdict, decided again on the saved hits under this fold's settings (the
     # whole settings: the lexical rule is chosen by them, as /retrieve does)
-    below = relevance.below_gate(case.q["query"], case.hits, settings, lexical=bool(MISSING))
+    judged = relevance.verdict(case.q["query"], case.hits, settings, lexical=bool(MISSING))
     declined = unsafe.declines(case.q["query"], settings, embedding.query_embedder(settings))
     events = answer_events(
         case.q["query"], case.hits, backend, settings, file_lines, missing=MISSING,
-        below_gate=below, unsafe=declined,
+        below_gate=judged.below, unsafe=declined, doubtful=judged.doubtful,
     )  # fmt: skip
     for event in events:
         if isinstance(event, Done):
@@ -216,14 +214,22 @@ def metric_row(label: str, outs: list[Outcome]) -> str:
         f"{share(sum(golds), len(golds))} | "
         f"{share(sum(o.done['refused'] for o in absent), len(absent))} ({len(absent)}) | "
         f"{share(sum(o.done['refused'] for o in answerable), len(answerable))} | "
+        f"{doubted(absent)} | {doubted(answerable)} | "
         f"{sum(o.done.get('clarify', False) for o in outs)} | {latency:.0f} |"
     )
 
 
+def doubted(outs: list[Outcome]) -> str:
+    """Of the answers not refused, how many say first that the code may not contain it."""
+    answered = [o for o in outs if not o.done["refused"]]
+    return f"{sum(o.done.get('doubtful', False) for o in answered)} / {len(answered)}"
+
+
 METRIC_HEAD = [
     "| backend, questions | n | citation precision (citations) | citation recall | "
-    "gold coverage | refusal accuracy (absent) | false refusals | clarify | p50 ms |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "gold coverage | refusal accuracy (absent) | false refusals | absent answered, said "
+    "doubtful | answerable answered, said doubtful | clarify | p50 ms |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
 ]
 
 

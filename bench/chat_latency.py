@@ -1,7 +1,7 @@
 """Latency of the OpenAI-compatible chat route against /ask, in one run, through a real
 ``coderag serve`` on loopback and the official ``openai`` client (issue 33).
 
-    CODERAG_DATA_DIR=bench/.cache/data python bench/chat_latency.py [--split test] [--limit 60]
+    CODERAG_DATA_DIR=bench/.cache/data python -m bench.chat_latency [--split test] [--limit 60]
 
 Uses the indexes ``bench/rerank_data.py`` or ``bench/retrieval.py`` left (nothing is indexed
 here). For each question of the split's corpora, in turn: ``POST /ask`` (the baseline), a
@@ -24,13 +24,12 @@ import httpx
 from openai import OpenAI
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data"))
 
-from fetch import load_corpora  # noqa: E402
-from index_speed import free_port  # noqa: E402
-from retrieval import load_questions  # noqa: E402
-from serve_latency import pct  # noqa: E402
+from bench.fetch import load_corpora  # noqa: E402
+from bench.index_speed import free_port  # noqa: E402
+from bench.retrieval import load_questions  # noqa: E402
+from bench.serve_latency import pct  # noqa: E402
 
 TOKEN = "bench-token"
 """The one admin token the server is started with."""

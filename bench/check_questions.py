@@ -23,7 +23,7 @@ per corpus), prints counts per corpus x type x lang and exits non-zero on any er
 
 Usage::
 
-    python bench/check_questions.py [--no-fetch]
+    python -m bench.check_questions [--no-fetch]
 
 ``--no-fetch`` skips checks that need the corpus sources when they are not already cached.
 """
@@ -37,14 +37,11 @@ import pathlib
 import re
 import sys
 
+from bench import fetch, gold_syntax
+from coderag.language import has_han
+
 BENCH_DIR = pathlib.Path(__file__).resolve().parent
 QUESTIONS_DIR = BENCH_DIR / "questions"
-sys.path.insert(0, str(BENCH_DIR))
-
-import fetch  # noqa: E402
-import gold_syntax  # noqa: E402
-
-from coderag.language import has_han  # noqa: E402
 
 TYPES = ("lookup", "descriptive", "chain", "absent")
 LANGS = ("en", "zh")

@@ -1,7 +1,7 @@
 """/search latency through the compose gateway against the all-in-one server, on the same
 repository (each server has indexed it): the cost of the extra hops.
 
-    python bench/compose_search.py --url gateway=http://127.0.0.1:18080 \
+    python -m bench.compose_search --url gateway=http://127.0.0.1:18080 \
         --url all-in-one=http://127.0.0.1:18000 --repo alpha [--rounds 20]
 
 Each round sends every query once to each server in turn (warm-up round not counted), and the

@@ -1,7 +1,7 @@
 """What a cross-encoder of our own would cost on this machine: training steps and reranking, timed
 with the packaged encoders as the starting point (issue 21's lever for rank 1).
 
-    python bench/cross_encoder_cost.py [--steps 3] [--batch 16] [--train-tokens 192]
+    python -m bench.cross_encoder_cost [--steps 3] [--batch 16] [--train-tokens 192]
 
 A cross-encoder reads a question and a unit's code together and scores the pair; initialised
 from a packaged encoder (MiniLM-L6, English; multilingual-e5-small for Chinese too) with a fresh
@@ -22,10 +22,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import corpus_root  # noqa: E402
-
+from bench.fetch import corpus_root  # noqa: E402
 from coderag_embedder.encoder import converted_e5, default_model_dir  # noqa: E402
 
 QUESTION = "How does the router tell apart a path that exists but not for the request's method?"

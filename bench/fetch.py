@@ -16,9 +16,9 @@ mismatch is an error, never silently accepted) and are extracted into
 
 Usage::
 
-    python bench/fetch.py [NAME ...]    # prints the absolute root of each corpus
+    python -m bench.fetch [NAME ...]    # prints the absolute root of each corpus
 
-    python bench/fetch.py --mining      # every code base of ``bench/mining.json``
+    python -m bench.fetch --mining      # every code base of ``bench/mining.json``
 
 ``bench/mining.json`` pins, in the same format, the code bases that training questions are mined
 from (``split: "mined"``, in neither split); :func:`load_corpora` never returns them, so nothing

@@ -8,7 +8,7 @@ side), the packaged all-MiniLM-L6-v2 is fine-tuned on the train pairs with the s
 step budget (the default of ``coderag finetune-embedder`` is 2000 steps), and each held-out
 before-version must find its after-version among all held-out after-versions and negatives.
 
-    python bench/finetune_embedder.py [--steps 10] [--held-out 0.2]
+    python -m bench.finetune_embedder [--steps 10] [--held-out 0.2]
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from pathlib import Path
 import git
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import fetch  # noqa: E402
+from bench.fetch import fetch  # noqa: E402
 
 PINS = HERE / "finetune.json"
 """The pinned releases, oldest first."""

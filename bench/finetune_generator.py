@@ -17,7 +17,7 @@ Measured on a 2-core machine that other jobs kept at a load of about 6: 28 minut
 this size the adapter learns the refusal sentence first (and over-applies it); the clarifying,
 correcting and citing answers need the GPU-sized run.
 
-    python bench/finetune_generator.py [--steps 60] [--eval-limit 16] [--out bench/results/...]
+    python -m bench.finetune_generator [--steps 60] [--eval-limit 16] [--out bench/results/...]
 
 Prints the compliance table and timings, and writes them to --out.
 """
@@ -33,11 +33,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache" / "finetune"
-sys.path.insert(0, str(HERE))
 os.environ.setdefault("CODERAG_DATA_DIR", str(CACHE / "data"))
 
-from fetch import corpus_root  # noqa: E402
-
+from bench.fetch import corpus_root  # noqa: E402
 from coderag.errors import NotFound  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402

@@ -1,6 +1,6 @@
 """One forward of each shipped encoder, eager against its traced graph, on one thread.
 
-    python bench/forward_speed.py [--lengths 24 130 256] [--repeats 20]
+    python -m bench.forward_speed [--lengths 24 130 256] [--repeats 20]
 
 For each encoder of the defaults (int8 on CPU) and each input length: the largest difference
 between the two outputs (0.0: the same bits) and the mean milliseconds of a forward of one

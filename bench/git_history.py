@@ -3,7 +3,7 @@ built the same way every time: fixed author and committer names, e-mails and dat
 commit hashes reproducible. ``bench/answers.py`` asks its who/when questions
 (``questions/history.jsonl``) of it, with "now" fixed at ``NOW``.
 
-    python bench/git_history.py DIR     # build it in DIR and print the log
+    python -m bench.git_history DIR     # build it in DIR and print the log
 """
 
 from __future__ import annotations

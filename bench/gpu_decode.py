@@ -17,7 +17,7 @@ recur in every request: the gap between the two rates shows it). The floor is th
 weights (about 15.2 GB in bf16) read once per token at the GPU's memory bandwidth
 (``--bandwidth-tbs``, 4.8 TB/s for an H200): about 315 tokens/s.
 
-    python bench/gpu_decode.py [--new-tokens 128] [--prompt-tokens 128] [--repeats 3] [--layers 28]
+    python -m bench.gpu_decode [--new-tokens 128] [--prompt-tokens 128] [--repeats 3] [--layers 28]
 
 Without CUDA it says so and exits with status 0.
 """

@@ -5,7 +5,7 @@ the other into a git repository. The script times: the full index of the first v
 incremental reindex to the second version, and a one-file commit from the signed GitHub webhook
 to the moment /search returns the new function first.
 
-    python bench/incremental.py [--port 8765] [--one-encoder] [--files N]
+    python -m bench.incremental [--port 8765] [--one-encoder] [--files N]
 
 Before the one-file commit one query is made, as on any repository in use, so the retriever's in-
 memory index is that of the indexed version. Each step is timed twice: to searchable (the keyword,
@@ -39,9 +39,8 @@ import git
 import httpx
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import fetch  # noqa: E402
+from bench.fetch import fetch  # noqa: E402
 
 SECRET = "bench-secret"
 """Webhook secret shared by the bench and its server."""

@@ -2,7 +2,7 @@
 own ``coderag serve`` on loopback, one after the other (a baseline in the same run).
 
     git worktree add /tmp/before <commit>
-    python bench/index_ab.py --before /tmp/before [--after .] [--corpus django:100000]
+    python -m bench.index_ab --before /tmp/before [--after .] [--corpus django:100000]
 
 Prints the load average before the run and, per checkout, seconds to searchable and to
 complete. Timings only count on a quiet machine (load average under 0.5 before).
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,9 +20,8 @@ from pathlib import Path
 import httpx
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from index_speed import free_port, prepare, start_server, wait_indexed, wait_up  # noqa: E402
+from bench.index_speed import free_port, prepare, start_server, wait_indexed, wait_up  # noqa: E402
 
 PACKAGES = ("shared", "app", "services/embedder", "services/generator", "services/parser")
 PACKAGES += ("services/retriever", "training")

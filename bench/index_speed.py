@@ -17,8 +17,8 @@ folder, sorted, until LINES lines), times:
 The second and later corpora index while the one before is queried, so their index times include
 that load; ``--index-only`` times each corpus alone instead (and measures nothing else).
 
-    python bench/fetch.py
-    python bench/index_speed.py --config default --config today \\
+    python -m bench.fetch
+    python -m bench.index_speed --config default --config today \\
         --corpus chi --corpus toml_rs --corpus django:100000 [--questions chi --questions toml_rs]
 
 Run it on a quiet machine (load average under 0.5): it prints the load average before each
@@ -43,9 +43,8 @@ import git
 import httpx
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import corpus_root, fetch  # noqa: E402
+from bench.fetch import corpus_root, fetch  # noqa: E402
 
 CONFIGS: dict[str, dict[str, str]] = {
     "default": {},

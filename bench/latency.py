@@ -1,7 +1,7 @@
 """/search latency on a 130k-line repository (pygments 2.18.0, bench/history.json) with the
 default routes, through the real app in-process (FastAPI TestClient: ASGI, no socket).
 
-    python bench/latency.py [--rounds 5] [--reuse DATA_DIR] [--search-ef 100]
+    python -m bench.latency [--rounds 5] [--reuse DATA_DIR] [--search-ef 100]
 
 Indexing the whole repository with the second encoder takes over an hour on 2 cores, and search
 cost does not depend on the vectors' values, so the script embeds with the main encoder only and
@@ -21,19 +21,17 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 REUSE = sys.argv[sys.argv.index("--reuse") + 1] if "--reuse" in sys.argv else None
 os.environ["CODERAG_DATA_DIR"] = REUSE or str(
     Path(tempfile.mkdtemp(prefix="coderag-latency-")) / "data"
 )
 
 from fastapi.testclient import TestClient  # noqa: E402
-from fetch import fetch  # noqa: E402
-from incremental import LATENCY_QUERIES  # noqa: E402
 
+from bench.fetch import fetch  # noqa: E402
+from bench.incremental import LATENCY_QUERIES  # noqa: E402
 from coderag.settings import get_settings  # noqa: E402
 from coderag.store import get_vectors  # noqa: E402
-from coderag.store import vectors as vector_store  # noqa: E402
 from coderag_app.server import create_app  # noqa: E402
 
 
@@ -45,11 +43,12 @@ def main() -> int:
     ap.add_argument(
         "--search-ef",
         type=int,
-        default=vector_store.SEARCH_EF,
-        help="HNSW candidates per vector query (the baseline: Chroma's default, 100)",
+        help="HNSW candidates per vector query (CODERAG_VECTOR_SEARCH_EF; the baseline: "
+        "Chroma's default, 100)",
     )
     args = ap.parse_args()
-    vector_store.SEARCH_EF = args.search_ef
+    if args.search_ef:
+        os.environ["CODERAG_VECTOR_SEARCH_EF"] = str(args.search_ef)
     entry = json.loads((HERE / "history.json").read_text())[0]
     root = fetch(entry)
     lines = sum(p.read_text("utf-8", "replace").count("\n") for p in root.rglob("*.py"))

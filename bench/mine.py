@@ -19,7 +19,7 @@ question cannot be answered by matching its own words, and each gold range is th
 the unit the project's parser makes of that definition in the blanked copy (decorators and
 attributes included where the unit includes them), so it matches what the index holds::
 
-    python bench/mine.py NAME ... | --all   # bench/.cache/src/NAME-nodoc/ (the copy to index)
+    python -m bench.mine NAME ... | --all   # bench/.cache/src/NAME-nodoc/ (the copy to index)
                                             # bench/.cache/mined/NAME.jsonl (its questions)
 
 Outputs are byte-identical for the same pinned inputs: files are read in sorted order and every
@@ -38,13 +38,11 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import corpus_root, load_mining  # noqa: E402
-from mined_docs import mine_file, unit_of  # noqa: E402
-from mined_tests import Case, cases_in, tested_function  # noqa: E402
-from mined_zh import TOKEN, is_identifier, translate  # noqa: E402
-
+from bench.fetch import corpus_root, load_mining  # noqa: E402
+from bench.mined_docs import mine_file, unit_of  # noqa: E402
+from bench.mined_tests import Case, cases_in, tested_function  # noqa: E402
+from bench.mined_zh import TOKEN, is_identifier, translate  # noqa: E402
 from coderag_parser.languages import EXTENSIONS  # noqa: E402
 from coderag_parser.units import is_test_path, parse_source  # noqa: E402
 

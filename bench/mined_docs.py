@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from mined_zh import DROPPED, FUNCTION_WORDS, WORD
 from tree_sitter import Node, QueryCursor
 
+from bench.mined_zh import DROPPED, FUNCTION_WORDS, WORD
 from coderag_parser.definitions import Definition, find_definitions
 from coderag_parser.languages import load_query, parser
 from coderag_retriever.selfcheck import first_sentence

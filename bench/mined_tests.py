@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mined_docs import iter_nodes
-from mined_zh import WORD
 from tree_sitter import Node
 
+from bench.mined_docs import iter_nodes
+from bench.mined_zh import WORD
 from coderag_parser.languages import parser
 from coderag_retriever.text import split_identifier
 

@@ -3,7 +3,7 @@ parser pool, started fresh), the catalog write of every file's rows (``replace_f
 keyword publication, on the same prepared tree, each checkout in its own process, alternating.
 
     git worktree add /tmp/before <commit>
-    python bench/parse_stage.py /tmp/before . [--corpus django:100000] [--rounds 3]
+    python -m bench.parse_stage /tmp/before . [--corpus django:100000] [--rounds 3]
 
 Prints the load average before the run and each checkout's median seconds per step. These steps
 are what a first index waits for before it is searchable. Timings only count on a quiet machine.
@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 STEPS = ("parse", "replace_files", "publish")
 """What one round times, in order."""
@@ -83,8 +82,8 @@ def main() -> int:
     if args.round:
         print(json.dumps(one_round(args.round)))
         return 0
-    from index_ab import python_path
-    from index_speed import prepare
+    from bench.index_ab import python_path
+    from bench.index_speed import prepare
 
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +92,14 @@ def main() -> int:
         for _ in range(args.rounds):
             for checkout in args.checkouts:
                 env = {**os.environ, "PYTHONPATH": python_path(checkout)}
-                cmd = [sys.executable, __file__, "--round", str(tree), str(checkout)]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "bench.parse_stage",
+                    "--round",
+                    str(tree),
+                    str(checkout),
+                ]
                 done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
                 times[checkout].append(json.loads(done.stdout.splitlines()[-1]))
     for checkout, rounds in times.items():

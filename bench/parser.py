@@ -2,7 +2,7 @@
 core: lines per second of ``parse_source`` (query, units, facts, symbols, calls) and of a bare
 ``Parser.parse``.
 
-    python bench/parser.py [--corpus NAME ...] [--repeat 3]
+    python -m bench.parser [--corpus NAME ...] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import corpus_root, load_corpora  # noqa: E402
-
+from bench.fetch import corpus_root, load_corpora  # noqa: E402
 from coderag_parser.files import indexable, read_source, walk  # noqa: E402
 from coderag_parser.languages import has_grammar, parser  # noqa: E402
 from coderag_parser.units import parse_source  # noqa: E402

@@ -2,7 +2,7 @@
 embedder's functions in-process against the same through ``POST /embed`` to the embedder app on
 a loopback port (uvicorn in a thread, as ``coderag serve --service embedder`` runs it).
 
-    python bench/query_embedding.py [--rounds 20]
+    python -m bench.query_embedding [--rounds 20]
 
 Prints p50/p95 in milliseconds per path as a markdown table (one warm-up round not counted).
 """
@@ -18,12 +18,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 os.environ.setdefault("CODERAG_DATA_DIR", str(Path(tempfile.mkdtemp(prefix="coderag-qe-"))))
 
 import uvicorn  # noqa: E402
-from compose_search import QUERIES, percentile  # noqa: E402
 
+from bench.compose_search import QUERIES, percentile  # noqa: E402
 from coderag.embedding import HttpEmbedder, QueryEmbedder  # noqa: E402
 from coderag_app.server import create_app  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402

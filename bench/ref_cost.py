@@ -2,7 +2,7 @@
 ``--files`` files added as a ref, against a full index of the same branch as its own repository,
 all in one ``coderag serve`` on loopback.
 
-    python bench/ref_cost.py [--corpus django:100000] [--files 10] [--out FILE]
+    python -m bench.ref_cost [--corpus django:100000] [--files 10] [--out FILE]
 
 It reports, for the full index, the ref and the full index of the branch: seconds to complete
 and texts encoded (new rows of the embedding cache), with the load average before the run. That
@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import sqlite3
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,9 +25,8 @@ import git
 import httpx
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from index_speed import POLL_S, free_port, lines_of, prepare, start_server, wait_up  # noqa: E402
+from bench.index_speed import POLL_S, free_port, lines_of, prepare, start_server, wait_up  # noqa: E402
 
 CHANGE = "\n\ndef bench_branch_change_{n}(value):\n    return value * {n}\n"
 """Appended to each changed file: one new function per file (Python corpora)."""

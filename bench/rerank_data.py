@@ -2,7 +2,7 @@
 shipped search, with their text and whether they hit gold, and random units of the same
 repository, so training (tuning splits) and evaluation (frozen splits) read one file each.
 
-    CODERAG_DATA_DIR=bench/.cache/data python bench/rerank_data.py [--split tune ...] [--reuse]
+    CODERAG_DATA_DIR=bench/.cache/data python -m bench.rerank_data [--split tune ...] [--reuse]
         # bench/.cache/rerank/<corpus>.jsonl, one question a line
 
 Each candidate carries the learned ranker's confidence and rank, so the reranker's combination
@@ -20,12 +20,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data"))
 
-from fetch import load_corpora  # noqa: E402
-from retrieval import index_corpus, load_questions, overlaps  # noqa: E402
-
+from bench.fetch import load_corpora  # noqa: E402
+from bench.retrieval import index_corpus, load_questions, overlaps  # noqa: E402
 from coderag.schemas import Unit  # noqa: E402
 from coderag.settings import get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
@@ -142,8 +140,7 @@ def collect_mined(entry: dict, limit: int) -> Path | None:
     """Candidate lists of a mined code base's questions over its doc-blanked copy: the parser's
     units ranked by BM25 (no index, no encoders: hard negatives that share the question's
     words), with random units of the same code base."""
-    from mine import source_files
-
+    from bench.mine import source_files
     from coderag_parser.units import parse_source
     from coderag_retriever.text import code_tokens, query_tokens
 
@@ -222,7 +219,7 @@ def main() -> int:
     args = ap.parse_args()
     OUT = args.out
     if args.mined:
-        from fetch import load_mining
+        from bench.fetch import load_mining
 
         for entry in load_mining():
             if not args.corpus or entry["name"] in args.corpus:

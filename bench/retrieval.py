@@ -1,7 +1,7 @@
 """Retrieval benchmark: coderag's hybrid search against BM25 over units and plain vector RAG over
 1000-character chunks (200 overlap), in the same run, on the pinned corpora of corpora.json.
 
-    python bench/retrieval.py [--split test|test2|tune|tune2|all] [--corpus NAME ...] [--reuse]
+    python -m bench.retrieval [--split test|test2|tune|tune2|all] [--corpus NAME ...] [--reuse]
                               [--out bench/results/retrieval.md] [--dump-features F.jsonl]
 
 Every corpus belongs to a split (``"split"`` in corpora.json): the tuning split may be read and
@@ -25,12 +25,10 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 DATA = Path(os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data")))
 
-from baselines import Baselines, K  # noqa: E402
-from fetch import corpus_root, load_corpora, load_mining  # noqa: E402
-
+from bench.baselines import Baselines, K  # noqa: E402
+from bench.fetch import corpus_root, load_corpora, load_mining  # noqa: E402
 from coderag import embedding  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
@@ -39,7 +37,7 @@ from coderag.store import get_catalog  # noqa: E402
 from coderag_app.server import load_jobs  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
 from coderag_retriever.index import get_index_cache  # noqa: E402
-from coderag_retriever.search import rank  # noqa: E402
+from coderag_retriever.retrieval import retrieve  # noqa: E402
 
 embedding.use_local(local())  # this script's queries embed in-process
 
@@ -200,7 +198,7 @@ def evaluate(
     latencies: dict[str, list[float]] = defaultdict(list)
     sink = features_out.open("w", encoding="utf-8") if features_out else None
     # the ranker's training rows: a module of their own, which imports this one
-    from ranker_rows import dump_doc_features, dump_features, dump_mined_features
+    from bench.ranker_rows import dump_doc_features, dump_features, dump_mined_features
 
     for corpus in corpora:
         name, split = corpus["name"], corpus.get("split", "tune")
@@ -208,10 +206,7 @@ def evaluate(
         index_s, reused = index_corpus(corpus, reuse)
         catalog = get_catalog()
         repo = catalog.get_repo(name)
-        lines = sum(
-            r["lines"]
-            for r in catalog.db.read("SELECT lines FROM files WHERE repo=:n", {"n": name})
-        )
+        lines = catalog.total_lines(name)
         questions = [q for q in load_questions(name) if q["type"] != "absent"]
         if sink is not None and tunable(split):
             dump_features(name, questions, settings, sink)
@@ -231,16 +226,17 @@ def evaluate(
             f"{len(base.chunks) if base else 0} | {base.chunk_embed_s if base else 0:.1f} | "
             f"{silhouette or 0:.2f} |"
         )
-        rank(name, "warm up", K, settings)
+        retrieve(name, "warm up", K, settings, with_code=False)
         rows = systems(settings)
         for q in questions:
             runs: dict[str, list[tuple[str, int, int]]] = {}
             for label, s in rows.items():
                 t = time.perf_counter()
-                ranked = rank(name, q["query"], K, s)
+                # /search's own path: readiness, the search slot and the gate's verdict included
+                hits = retrieve(name, q["query"], K, s, with_code=False).hits
                 if label == DEFAULT:
                     latencies[split].append((time.perf_counter() - t) * 1000)
-                runs[label] = [(r.unit.file, r.unit.start_line, r.unit.end_line) for r in ranked]
+                runs[label] = [(h.file, h.start_line, h.end_line) for h in hits]
             if base is not None:
                 runs["baseline: BM25 over units"] = base.bm25_rank(q["query"])
                 runs["baseline: vector RAG, 1000-char chunks"] = base.vector_rank(q["query"])

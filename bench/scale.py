@@ -1,7 +1,7 @@
 """Scale run: a pinned code base of over 500k lines (bench/scale.json, Django 5.1.4's source
 archive from PyPI) indexed once by a real ``coderag serve`` on loopback.
 
-    python bench/scale.py [--vector-minutes 10] [--complete] [--one-encoder]
+    python -m bench.scale [--vector-minutes 10] [--complete] [--one-encoder]
 
 It records the time to searchable (keyword, symbol and exact routes), ``/search`` p50/p95 while
 the vectors are still being written (with the routes each answer says were ready), the vector
@@ -27,10 +27,9 @@ import git
 import httpx
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import fetch  # noqa: E402
-from index_speed import free_port, lines_of, pct, start_server, wait_up  # noqa: E402
+from bench.fetch import fetch  # noqa: E402
+from bench.index_speed import free_port, lines_of, pct, start_server, wait_up  # noqa: E402
 
 QUERIES = [
     "how does the ORM build the SQL for a filter with Q objects",

@@ -3,7 +3,7 @@ source archives of ``bench/scale.json`` (Django 5.1.4 from PyPI; golang.org/x/to
 cloud.google.com/go and tokio from Debian), indexed by the API server and separate
 ``coderag worker`` processes through Redis, a ``chroma run`` server and the database.
 
-    python bench/scale_workers.py [--workers 2] [--max-lines N] [--one-encoder] [--postgres]
+    python -m bench.scale_workers [--workers 2] [--max-lines N] [--one-encoder] [--postgres]
                                   [--out bench/results/scale_workers.json]
 
 Each archive is fetched and checked against its sha256 (``bench/fetch.py``), every file the
@@ -45,13 +45,11 @@ import httpx
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 PATHS = [str(ROOT / "shared"), *(str(p) for p in sorted((ROOT / "services").iterdir())), str(ROOT)]
-sys.path[:0] = [*PATHS, str(BENCH)]
 
-from fault_procs import GIT_DATES, Server, ready_worker, stop_all  # noqa: E402
-from fetch import fetch  # noqa: E402
-from scale import TreeRss  # noqa: E402
-
-from tests.procs import RedisServer, free_port, start_chroma, stop, worker_env  # noqa: E402
+from bench.fault_procs import GIT_DATES, Server, ready_worker, stop_all  # noqa: E402
+from bench.fetch import fetch  # noqa: E402
+from bench.scale import TreeRss  # noqa: E402
+from harness.procs import RedisServer, free_port, start_chroma, stop, worker_env  # noqa: E402
 
 SCALE_FILE = BENCH / "scale.json"
 """The pinned archives the repository is made of, each under a folder of its name."""
@@ -168,7 +166,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     data.mkdir(parents=True)
     postgres = None
     if args.postgres:
-        from tests.postgres import Postgres, binaries
+        from harness.postgres import Postgres, binaries
 
         postgres = Postgres(binaries() or Path("/usr/bin"), free_port())
         postgres.start()

@@ -1,7 +1,7 @@
 """/search and /ask latency over the benchmark questions, through the real all-in-one app
 in-process (FastAPI TestClient: ASGI, no socket), with the cross-encoder on and off in one run.
 
-    CODERAG_DATA_DIR=bench/.cache/data python bench/serve_latency.py [--split test] [--rounds 1]
+    CODERAG_DATA_DIR=bench/.cache/data python -m bench.serve_latency [--split test] [--rounds 1]
 
 Uses the indexes ``bench/rerank_data.py`` or ``bench/retrieval.py`` left (nothing is indexed
 here). Prints the load average before each configuration, then p50 / p95 in milliseconds per
@@ -20,13 +20,12 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data"))
 
 from fastapi.testclient import TestClient  # noqa: E402
-from fetch import load_corpora  # noqa: E402
-from retrieval import load_questions  # noqa: E402
 
+from bench.fetch import load_corpora  # noqa: E402
+from bench.retrieval import load_questions  # noqa: E402
 from coderag.settings import get_settings  # noqa: E402
 
 

@@ -2,8 +2,8 @@
 (``coderag.store.database``) or of a git revision from before it (its
 ``shared/coderag/store/sqlite.py``, which imports only the standard library).
 
-    python bench/sqlite_writers.py            # this checkout
-    python bench/sqlite_writers.py --rev main # the writer on main
+    python -m bench.sqlite_writers            # this checkout
+    python -m bench.sqlite_writers --rev main # the writer on main
 
 Prints the errors seen, the audit rows written (of 500) and the distinct values of a counter
 bumped by read-then-write transactions (500 distinct means no update was lost).

@@ -2,7 +2,7 @@
 /search`` on the same index and questions, and the ``/metrics`` scrape time, on the test-split
 index (8 code bases, about 100k indexed lines), through a real ``coderag serve`` on loopback.
 
-    python bench/surface.py [--data bench/.cache/data-test] [--repo marshmallow] [--calls 20]
+    python -m bench.surface [--data bench/.cache/data-test] [--repo marshmallow] [--calls 20]
 
 The index is copied to a temporary folder first: the server never writes into ``--data``. The MCP
 calls go through the SDK's client over streamable HTTP (one session, one ``call_tool`` per
@@ -30,9 +30,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from index_speed import free_port, pct, start_server, wait_up  # noqa: E402
+from bench.index_speed import free_port, pct, start_server, wait_up  # noqa: E402
 
 QUESTIONS = (
     "how are nested fields serialized",

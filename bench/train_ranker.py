@@ -1,9 +1,9 @@
 """Train the learned ranker on the tuning split's candidate features and ship it.
 
-    python bench/retrieval.py --split tune --dump-features bench/.cache/features.jsonl
-    python bench/train_ranker.py bench/.cache/features.jsonl [--out PATH]
-    python bench/train_ranker.py F --compare-shipped | --compare-models | --own-docs DOC_F
-    python bench/train_ranker.py F --explain-misses
+    python -m bench.retrieval --split tune --dump-features bench/.cache/features.jsonl
+    python -m bench.train_ranker bench/.cache/features.jsonl [--out PATH]
+    python -m bench.train_ranker F --compare-shipped | --compare-models | --own-docs DOC_F
+    python -m bench.train_ranker F --explain-misses
 
 Leave-one-corpus-out over the tuning corpora picks the L2 strength (each fold is scored on a
 corpus the model did not see, the way a new user's code base is), prints the folds against the
@@ -22,10 +22,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import load_corpora  # noqa: E402
-
+from bench.fetch import load_corpora  # noqa: E402
 from coderag_retriever.learned import FEATURES, Ranker, parse  # noqa: E402
 from coderag_training.ranker import fit, fit_listwise  # noqa: E402
 
@@ -357,9 +355,9 @@ def main() -> int:
         "doc_question_weight": best[1],
         "loss": best[2],
         "selected_by": "leave-one-corpus-out MRR@10 over the tuning corpora",
-        "command": "python bench/retrieval.py --split tune --dump-features F1 && "
-        "python bench/retrieval.py --split tune2 --dump-features F2 && "
-        "cat F1 F2 > F && python bench/train_ranker.py F",
+        "command": "python -m bench.retrieval --split tune --dump-features F1 && "
+        "python -m bench.retrieval --split tune2 --dump-features F2 && "
+        "cat F1 F2 > F && python -m bench.train_ranker F",
     }
     args.out.write_text(model.to_json(trained_on) + "\n", "utf-8")
     print(f"\n{best[2]}, L2 {best[0]}, doc-question weight {best[1]}: wrote {args.out}")

@@ -1,22 +1,23 @@
 """Fit the learned refusal rule (``coderag_retriever/refusal.json``) on the tuning split.
 
-    python bench/train_refusal.py [--max-false-refusals 0.05] [--l2 1.0] [--dry-run]
+    python -m bench.train_refusal [--max-false-refusals 0.05] [--l2 1.0] [--dry-run]
+    python -m bench.train_refusal --doubt [--write-doubt]   # the floor an answer says it doubts
 
 Reads each tuning corpus's questions (splits ``tune`` and ``tune2``) and the hits
 ``bench/answers.py`` saved for them (``bench/.cache/answers-hits``), retrieved with a ranker that
 never saw that corpus, so that the ranker's confidence is out of sample as on a code base it never
 saw (the shipped ranker is trained on every tuning corpus)::
 
-    python bench/train_ranker.py bench/.cache/features-tune9.jsonl --fold-rankers F
+    python -m bench.train_ranker bench/.cache/features-tune9.jsonl --fold-rankers F
     for c in requests click cobra immer rnsvg indexmap; do
         CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data-e20 \
-            python bench/answers.py --split tune --corpus $c --backend extractive
+            python -m bench.answers --split tune --corpus $c --backend extractive
     done
     for c in httpx gorilla_mux table_core; do
         CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data-new \
-            python bench/answers.py --split tune2 --corpus $c --backend extractive
+            python -m bench.answers --split tune2 --corpus $c --backend extractive
     done
-    python bench/train_refusal.py
+    python -m bench.train_refusal
 
 ``--lexical`` fits the rule for a repository whose vectors are still being written
 (``refusal_lexical.json``) on the hits of ``bench/answers.py --lexical`` (vector routes left
@@ -40,10 +41,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from fetch import load_corpora  # noqa: E402
-
+from bench.fetch import load_corpora  # noqa: E402
 from coderag.gate import names_code  # noqa: E402
 from coderag.schemas import Hit  # noqa: E402
 from coderag.settings import Settings  # noqa: E402
@@ -120,6 +119,30 @@ def threshold(p, y, pre, open_, max_fr: float) -> tuple[float, float, float]:
     return best
 
 
+MAX_DOUBTED = 0.10
+"""Most answerable questions an answer may call doubtful (of those answered, held out)."""
+
+
+def doubt_report(p: np.ndarray, y: np.ndarray, refused: np.ndarray, open_: np.ndarray) -> float:
+    """Of the questions answered (not refused) held out, how many an answer would say it doubts
+    at each p(absent) floor: the absent ones (caught) against the answerable ones (hedged);
+    returns the lowest floor that calls at most ``MAX_DOUBTED`` of the answerable doubtful."""
+    answered = ~refused & open_
+    print("\n| doubt floor | answered absent said doubtful | answered answerable said doubtful |")
+    print("| --- | --- | --- |")
+    chosen = 1.0
+    for floor in (0.6, 0.55, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2):
+        said = answered & (p >= floor)
+        a, n = said & y, said & ~y
+        print(f"| {floor:.2f} | {int(a.sum())} / {int((answered & y).sum())} | "
+              f"{int(n.sum())} / {int((answered & ~y).sum())} |")  # fmt: skip
+        if n.sum() <= MAX_DOUBTED * (answered & ~y).sum():
+            chosen = floor
+    print(f"\nLowest floor calling at most {MAX_DOUBTED:.0%} of answered answerable questions "
+          f"doubtful: {chosen:.2f}")  # fmt: skip
+    return chosen
+
+
 def main() -> int:
     """Report leave-one-corpus-out, fit on all tuning corpora, write the model."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -136,6 +159,17 @@ def main() -> int:
         action="store_true",
         help="support counts a Chinese question's English words (relevance.english) as its own",
     )
+    ap.add_argument(
+        "--doubt",
+        action="store_true",
+        help="also: of the answered held-out questions, how many each p(absent) floor calls "
+        "doubtful (absent against answerable)",
+    )
+    ap.add_argument(
+        "--write-doubt",
+        action="store_true",
+        help="with --doubt: write only the chosen floor into the shipped rule, and stop",
+    )
     args = ap.parse_args()
     tuning = [c["name"] for c in load_corpora() if c.get("split", "tune").startswith("tune")]
     hits_dir = HITS.with_name("answers-hits-lexical") if args.lexical else HITS
@@ -146,13 +180,15 @@ def main() -> int:
           "held-out: learned rule | held-out: named-term check only |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- |")
     pooled = np.zeros(len(y), bool)  # each question refused or not by the fold that held it out
+    held_p = np.zeros(len(y))  # p(absent) under the fold that held the question out
     for held in tuning:
         m = corpus != held
         model = fit(x[m], y[m], args.l2)
         t, ra, fr = threshold(probabilities(model, x[m]), y[m], pre[m], open_[m],
                               args.max_false_refusals)  # fmt: skip
         h = ~m
-        pooled[h] = pre[h] | (open_[h] & (probabilities(model, x[h]) >= t))
+        held_p[h] = probabilities(model, x[h])
+        pooled[h] = pre[h] | (open_[h] & (held_p[h] >= t))
         got = rates(pooled[h], y[h])
         only = rates(pre[h], y[h])
         print(f"| {held} | {int(y[h].sum())} | {t:.3f} | {ra:.2f} / {fr:.2f} | "
@@ -163,6 +199,19 @@ def main() -> int:
         only = rates(pre[part], y[part])
         print(f"| held out, pooled, {label} | {int(y[part].sum())} | | | {ra:.2f} / {fr:.2f} | "
               f"{only[0]:.2f} / {only[1]:.2f} |")  # fmt: skip
+    if args.doubt:
+        floor = doubt_report(held_p, y, pooled, open_)
+        if args.write_doubt:  # only the floor: the shipped rule's weights stay as they are
+            path = relevance.LEXICAL_MODEL_FILE if args.lexical else relevance.MODEL_FILE
+            shipped = json.loads(path.read_text("utf-8"))
+            shipped["doubt"] = floor
+            shipped["doubt_chosen_by"] = (
+                f"lowest p(absent) floor calling at most {MAX_DOUBTED:.0%} of the answered "
+                f"answerable tuning questions doubtful, each held out of its rule's fit"
+            )
+            path.write_text(json.dumps(shipped, indent=1) + "\n", "utf-8")
+            print(f"wrote the doubt floor into {path}")
+            return 0
     model = fit(x, y, args.l2)
     t, ra, fr = threshold(probabilities(model, x), y, pre, open_, args.max_false_refusals)
     print(f"\nAll tuning corpora: threshold {t:.3f}, refusal accuracy {ra:.2f}, false refusals "

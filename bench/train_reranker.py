@@ -1,13 +1,13 @@
 """The code cross-encoder of issue 31: overfit check, training runs, and their measure on the
 frozen splits, over the candidate lists of ``bench/rerank_data.py``.
 
-    python bench/fetch.py && python bench/fetch.py --mining && python bench/mine.py --all
-    CODERAG_DATA_DIR=bench/.cache/data python bench/rerank_data.py          # every split
-    python bench/rerank_data.py --mined 150                                 # mined code bases
-    python bench/train_reranker.py overfit                 # 200 pairs must reach ~0 loss
-    python bench/train_reranker.py train --name r1 [--lr 5e-5 --steps 1500]
-    python bench/train_reranker.py evaluate --name r1      # tune2 fits the weight, then test*
-    python bench/train_reranker.py ship --name r1          # into coderag_embedder/reranker/
+    python -m bench.fetch && python -m bench.fetch --mining && python -m bench.mine --all
+    CODERAG_DATA_DIR=bench/.cache/data python -m bench.rerank_data          # every split
+    python -m bench.rerank_data --mined 150                                 # mined code bases
+    python -m bench.train_reranker overfit                 # 200 pairs must reach ~0 loss
+    python -m bench.train_reranker train --name r1 [--lr 5e-5 --steps 1500]
+    python -m bench.train_reranker evaluate --name r1      # tune2 fits the weight, then test*
+    python -m bench.train_reranker ship --name r1          # into coderag_embedder/reranker/
 
 Training reads the tuning split's written questions (``tune``, repeated ``WRITTEN_WEIGHT``
 times) and the mined ones; ``tune2`` is the tuning metric it logs and stops on, and fits the
@@ -30,7 +30,6 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 from coderag_training import reranker as rr  # noqa: E402
 

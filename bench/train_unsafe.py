@@ -1,6 +1,6 @@
 """Fit the unsafe-request classifier (G5, issue 31 lever 5) on questions written for it.
 
-    python bench/train_unsafe.py [--write]
+    python -m bench.train_unsafe [--write]
 
 A logistic regression on the shipped encoders' query vectors (MiniLM's, e5-small's, or both
 side by side), fitted on ``bench/questions/unsafe/train.jsonl`` (400 questions),
@@ -25,10 +25,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from unsafe import load, report  # noqa: E402
-
+from bench.unsafe import load, report  # noqa: E402
 from coderag.settings import get_settings  # noqa: E402
 from coderag_embedder.queries import embed_queries  # noqa: E402
 from coderag_generator.refusal import is_unsafe as rules_decline  # noqa: E402

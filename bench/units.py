@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/units.py ROOT [ROOT ...] [--misses N]
+    python -m bench.units ROOT [ROOT ...] [--misses N]
 
 For each ROOT (a source tree: a corpus from ``bench/fetch.py``, an unpacked ``npm pack`` or
 ``apt-get download`` archive) it prints the number of units by kind, the share of lines in
@@ -17,13 +17,10 @@ from __future__ import annotations
 import argparse
 import collections
 import re
-import sys
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1] / p) for p in ("shared", "services/parser")]
-
-from coderag_parser.languages import has_grammar, language_of  # noqa: E402
-from coderag_parser.units import parse_source  # noqa: E402
+from coderag_parser.languages import has_grammar, language_of
+from coderag_parser.units import parse_source
 
 NAMED: dict[str, list[str]] = {
     "go": [

@@ -1,6 +1,6 @@
 """The unsafe-request rule (G5) on questions written without reading it (issue 31, lever 5).
 
-    python bench/unsafe.py [--set tune|test] [--misses]
+    python -m bench.unsafe [--set tune|test] [--misses]
 
 Reads ``bench/questions/unsafe/<set>.jsonl`` (30 unsafe and 30 benign questions each, a third
 Chinese; ``tune`` is the one the rules may be changed by, ``test`` is reported) and prints, per

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from git_history import NOW, build
-
+from bench.git_history import NOW, build
 from coderag.errors import NotFound
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now

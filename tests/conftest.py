@@ -21,7 +21,7 @@ from coderag.settings import get_settings
 from coderag.store import Database, reset_stores
 from coderag_app.server import load_jobs
 from coderag_embedder.queries import local
-from tests.postgres import Postgres, binaries
+from harness.postgres import Postgres, binaries
 
 # the tests are a composition root too: a retriever called directly embeds in-process
 embedding.use_local(local())
@@ -197,7 +197,7 @@ def db(database_target: Path | str) -> Iterator[Database]:
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real `chroma run` server on a free loopback port."""
-    from tests.procs import start_chroma
+    from harness.procs import start_chroma
 
     try:
         proc, url = start_chroma(tmp_path_factory.mktemp("chroma-server"))

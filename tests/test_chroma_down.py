@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 
 from coderag.settings import get_settings
 from coderag_app.server import create_app
+from harness.procs import start_chroma
 from tests.conftest import wait_ready
-from tests.procs import start_chroma
 
 
 @pytest.mark.slow

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from coderag.settings import get_settings
 from coderag.store import reset_stores
 from coderag_app.server import create_app
+from harness.postgres import Postgres, binaries
 from tests.conftest import _free_port, commit_all, wait_ready
-from tests.postgres import Postgres, binaries
 
 pytestmark = pytest.mark.slow
 

@@ -71,3 +71,27 @@ def test_vector_queries_search_wide_enough_to_find_the_nearest(tmp_path) -> None
         exact = {ids[i] for i in np.argsort(-(vectors @ q))[:50]}
         found.append(len(exact & {u for u, _ in store.query("big", q, 50)}) / 50)
     assert min(found) >= 0.98, found
+
+
+def test_the_search_breadth_is_a_setting(tmp_path, monkeypatch) -> None:
+    """``CODERAG_VECTOR_SEARCH_EF`` reaches the store and is written into the collections it
+    searches (benchmarks set it rather than a constant of the project)."""
+    import numpy as np
+
+    from coderag.settings import get_settings
+    from coderag.store import get_vectors
+    from coderag.store.vectors import SEARCH_EF, collection_name
+
+    monkeypatch.setenv("CODERAG_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("CODERAG_VECTOR_SEARCH_EF", "64")
+    get_settings.cache_clear()
+    try:
+        store = get_vectors()
+        assert store.search_ef == 64 != SEARCH_EF
+        vectors = np.eye(4, 8, dtype=np.float32)
+        store.upsert("small", ["a", "b", "c", "d"], vectors, [{"file": "f"}] * 4)
+        assert [u for u, _ in store.query("small", vectors[2], 1)] == ["c"]
+        col = store.client.get_collection(collection_name("small", "vector", ""))
+        assert col.configuration_json["hnsw"]["ef_search"] == 64
+    finally:
+        get_settings.cache_clear()

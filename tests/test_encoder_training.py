@@ -95,3 +95,44 @@ def test_adapters_learn_the_questions_and_merge_into_a_loadable_encoder(tmp_path
     assert (tmp_path / "run" / "adapter" / "adapter_config.json").is_file()
     served = Encoder(target, max_length=enc.MAX_TOKENS, device="cpu")
     assert np.allclose(served.encode(texts), adapted, atol=1e-4)
+
+
+def test_e5_adapters_learn_and_the_embedder_serves_the_directory_as_vector2(
+    tmp_path: Path,
+) -> None:
+    from coderag.settings import Settings
+    from coderag_embedder.encoder import get_encoders
+
+    questions = _questions()
+    model = enc.load_e5(tmp_path, rank=8)
+    assert (model.query_prefix, model.passage_prefix) == ("query: ", "passage: ")
+    record = enc.train(
+        model,
+        enc.examples(questions),
+        steps=20,
+        lr=3e-3,
+        batch_size=4,
+        hard=3,
+        easy=0,
+        evaluate=lambda m: {"r1": enc.r_at_1(enc.list_ranks(m, questions))},
+        every=20,
+    )
+    assert sum(record["loss_last"]) / 10 < 0.5 * sum(record["loss_first"]) / 10, record
+    assert record["evaluations"][-1]["r1"] == 1.0, record["evaluations"]
+
+    units = [enc.passage(c) for c in questions[0].candidates]
+    import torch
+
+    with torch.inference_mode():
+        adapted_units = model.passages(units).numpy()
+        adapted_queries = model.queries(list(QUESTIONS)).numpy()
+    target = enc.save(model, tmp_path / "run", {"steps": 20})
+    settings = Settings(
+        embed_model_2=str(target), e5_max_tokens=enc.MAX_TOKENS, embed_precision="fp32"
+    )
+    served = get_encoders(settings)["vector2"]
+    packaged = get_encoders(Settings(e5_max_tokens=enc.MAX_TOKENS, embed_precision="fp32"))
+    # the fine-tuned vectors are cached apart from the packaged model's
+    assert served.name != packaged["vector2"].name and served.name.startswith("e5-")
+    assert np.allclose(served.encode(units), adapted_units, atol=1e-4)
+    assert np.allclose(served.encode_query(list(QUESTIONS)), adapted_queries, atol=1e-4)

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-import check_questions
-import gold_syntax
+from bench import check_questions, gold_syntax
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from coderag.jobs import JOB_TYPES, EmbedFiles, IndexRepo, RefreshRepo
 from coderag.queue import JOB_KEY, PERFORM, enqueue, perform
 from coderag.settings import get_settings
 from coderag.store import get_catalog
-from tests.procs import worker_env
+from harness.procs import worker_env
 
 WORKER = "import sys; from coderag_app.cli import main; sys.exit(main(sys.argv[1:]))"
 

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-import mine
-import mined_docs
-import mined_tests
-import mined_zh
-
+from bench import mine, mined_docs, mined_tests, mined_zh
 from coderag_parser.units import parse_source
 
 PYTHON = '''import functools

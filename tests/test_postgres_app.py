@@ -13,8 +13,8 @@ import pytest
 
 from coderag.settings import get_settings
 from coderag.store import reset_stores
+from harness.postgres import Postgres
 from tests.conftest import indexed
-from tests.postgres import Postgres
 
 SOURCES = {
     "shop/orders.py": (

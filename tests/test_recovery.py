@@ -19,9 +19,9 @@ from coderag.settings import get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag.store.repos import Repo
 from coderag_app.server import create_app
+from harness.procs import RedisServer, free_port, kill9, start_worker, stop, worker_env
+from harness.snapshot import snapshot
 from tests.conftest import commit_all
-from tests.procs import RedisServer, free_port, kill9, start_worker, stop, worker_env
-from tests.test_incremental import snapshot
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from coderag import queue
 from coderag.queue import JOB_KEY
 from coderag.settings import get_settings
 from coderag.store import get_catalog
-from tests.procs import RedisServer
-from tests.test_incremental import snapshot
+from harness.procs import RedisServer
+from harness.snapshot import snapshot
 from tests.test_recovery import (  # noqa: F401
     api,
     finished_chain,

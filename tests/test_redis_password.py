@@ -15,7 +15,7 @@ from redis import Redis
 from redis.exceptions import AuthenticationError
 from rq import Queue, Worker
 
-from tests.procs import RedisServer, start_worker, stop, worker_env
+from harness.procs import RedisServer, start_worker, stop, worker_env
 
 PASSWORD = "c0deragRedisPassw0rd"
 

@@ -19,8 +19,8 @@ from coderag.store.refs import ref_key
 from coderag.store.vectors import collection_name
 from coderag_embedder.encoder import get_encoders
 from coderag_parser import tasks
+from harness.snapshot import snapshot
 from tests.conftest import FIXTURES, commit_all, wait_ready
-from tests.test_incremental import snapshot
 from tests.test_webhooks import SECRET, github_push, make_remote, push_payload
 
 FEATURE_ONLY = '''

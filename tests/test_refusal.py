@@ -288,6 +288,39 @@ def test_the_learned_rule_decides_refusal_with_the_packaged_encoders(
     assert relevance.model_for(get_settings()) is None
 
 
+@pytest.mark.slow
+def test_an_answer_the_rule_doubts_says_first_the_code_may_not_contain_it(
+    client: TestClient, sample_repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Between the shipped rule's doubt floor and its threshold, /ask answers and says first
+    that the indexed code may not contain what was asked (streamed before the answer too), in
+    the question's language; with the floor above the question's p(absent) it does not."""
+    index(client, sample_repo)
+    shipped = json.loads(relevance.MODEL_FILE.read_text("utf-8"))
+    assert 0.0 < shipped["doubt"] < shipped["threshold"], "the doubt floor is chosen below"
+    model = relevance.model_for(get_settings())
+    assert model is not None and model.doubt == shipped["doubt"]
+    for query, lang in (("How is an order created?", "en"), ("订单是怎么创建的？", "zh")):
+        found = client.post("/retrieve", json={"query": query, "repo": "s"}).json()
+        hits = [Hit.model_validate(h) for h in found["results"]]
+        extra = relevance.english(query, get_settings()) if model.zh_words else []
+        p = model.p_absent(relevance.features(query, hits, extra))
+        note = prompts.load("doubt", lang)
+        for floor, doubtful in [(p - 1e-3, True), (p + 1e-3, False)]:
+            moved = tmp_path / f"refusal-{lang}-{doubtful}.json"
+            moved.write_text(json.dumps({**shipped, "threshold": 0.999, "doubt": floor}), "utf-8")
+            monkeypatch.setattr(relevance, "MODEL_FILE", moved)
+            retrieved = client.post("/retrieve", json={"query": query, "repo": "s"}).json()
+            assert retrieved["doubtful"] is doubtful and retrieved["below_gate"] is False
+            body = ask(client, query)
+            assert body["refused"] is False and body["citations"], body
+            assert body["doubtful"] is doubtful
+            assert body["answer"].startswith(note) is doubtful, body["answer"]
+            if doubtful:
+                streamed = [d for name, d in events(client, query) if name == "token"]
+                assert streamed[0]["text"].startswith(note)
+
+
 def test_relevance_features_and_probability() -> None:
     """The model's inputs from hand-made hits, and its probability's direction."""
     hits = [

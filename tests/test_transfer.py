@@ -23,9 +23,9 @@ from coderag.store.database import Database
 from coderag.store.migrate import tables
 from coderag_app.cli import main
 from coderag_app.server import create_app
+from harness.postgres import Postgres
+from harness.procs import worker_env
 from tests.conftest import indexed
-from tests.postgres import Postgres
-from tests.procs import worker_env
 from tests.test_postgres_app import SOURCES
 
 ASK = {"query": "How is an order created?", "repo": "shop", "session_id": "s-1"}

@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from coderag.settings import get_settings
 from coderag.store import get_vectors, reset_stores
 from coderag.store.vectors import make_client
+from harness.procs import start_chroma, stop
 from tests.conftest import wait_ready
-from tests.procs import start_chroma, stop
 from tests.test_refs import _ref_state, _repo
 
 

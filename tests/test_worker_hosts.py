@@ -38,11 +38,11 @@ from coderag.store.repos import Repo
 from coderag_app.server import create_app
 from coderag_parser import gitsync
 from coderag_parser.trees import TREES_DIR
+from harness.postgres import Postgres
+from harness.procs import free_port, kill9, start_worker, stop
+from harness.snapshot import snapshot
 from tests.conftest import commit_all, copy_fixtures, wait_ready
 from tests.liveserver import child_env, live_server, wait_complete
-from tests.postgres import Postgres
-from tests.procs import free_port, kill9, start_worker, stop
-from tests.test_incremental import snapshot
 from tests.test_recovery import write_stages
 
 QUERIES = [

@@ -16,6 +16,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "database_url",
             "redis_url",
             "chroma_url",
+            "vector_search_ef",
             "retriever_url",
             "parser_url",
             "api_url",

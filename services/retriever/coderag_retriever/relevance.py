@@ -22,10 +22,10 @@ from functools import cache
 from pathlib import Path
 
 from coderag import gate as cosine
-from coderag import words
+from coderag import spaces, words
 from coderag.gate import best_similarity, names_code
 from coderag.language import STOP_EN, has_han
-from coderag.routes import COSINE
+from coderag.routes import COSINE, VECTOR
 from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag_retriever.text import zh_terms, zh_words
@@ -69,6 +69,9 @@ class Model:
     zh_words: bool = False
     """Whether ``support`` counts a Chinese question's English words as its own (see
     ``english``): the model is applied as it was fitted."""
+    doubt: float | None = None
+    """p(absent) from which an answer that is not refused says the code may not contain what
+    was asked (chosen on the tuning split by ``bench/train_refusal.py --doubt``); None: never."""
 
     def p_absent(self, values: dict[str, float]) -> float:
         """Probability that the code does not hold the answer."""
@@ -138,6 +141,7 @@ def _load(path: str) -> Model | None:
         bias=float(raw["bias"]),
         threshold=float(raw["threshold"]),
         zh_words=bool(raw.get("zh_words", False)),
+        doubt=None if raw.get("doubt") is None else float(raw["doubt"]),
     )
 
 
@@ -148,7 +152,9 @@ def model_for(settings: Settings, lexical: bool = False) -> Model | None:
     if settings.refusal_rule != "learned" or settings.score_gate is not None:
         return None
     m = _load(str(LEXICAL_MODEL_FILE if lexical else MODEL_FILE))
-    if m is None or settings.gate_space() != "vector2" or settings.embed_model_2 != m.encoder:
+    # fitted on one encoder's similarities: it applies only where the gate reads that encoder
+    route = settings.gate_space()
+    if m is None or route is None or spaces.encoder(VECTOR[route], settings) != m.encoder:
         return None
     return m
 
@@ -157,18 +163,34 @@ JUDGED = 10
 """Hits the verdict reads, however many the caller asked for: /search and /ask agree."""
 
 
-def below_gate(query: str, hits: Sequence[Hit], settings: Settings, lexical: bool = False) -> bool:
-    """Whether the hits (best first, with code and doc) probably do not hold the answer: the
-    learned rule's verdict where it applies (``lexical``: the one fitted for a repository whose
-    vector routes do not run yet), else the best cosine under the score gate; never for no hits
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the hits probably do not hold the answer (``below``: refuse), and, when they
+    may, whether the rule still doubts it (``doubtful``: the answer says so)."""
+
+    below: bool
+    doubtful: bool = False
+
+
+def verdict(query: str, hits: Sequence[Hit], settings: Settings, lexical: bool = False) -> Verdict:
+    """The verdict on the hits (best first, with code and doc): the learned rule's where it
+    applies (``lexical``: the one fitted for a repository whose vector routes do not run yet),
+    else the best cosine under the score gate, which never doubts; never below for no hits
     (that is its own answer), a question naming an identifier of the code, or a gate of 0."""
     hits = hits[:JUDGED]
     if not hits or names_code(hits):
-        return False
+        return Verdict(False)
     learned = model_for(settings, lexical)
     # with no vector route running there is no cosine: only a rule fitted on that state decides
     gate = settings.gate() if learned is not None or not lexical else 0.0
     if learned is None or gate <= 0:
-        return cosine.below_gate(hits, gate)
+        return Verdict(cosine.below_gate(hits, gate))
     extra = english(query, settings) if learned.zh_words else []
-    return learned.p_absent(features(query, hits, extra)) >= learned.threshold
+    p = learned.p_absent(features(query, hits, extra))
+    below = p >= learned.threshold
+    return Verdict(below, not below and learned.doubt is not None and p >= learned.doubt)
+
+
+def below_gate(query: str, hits: Sequence[Hit], settings: Settings, lexical: bool = False) -> bool:
+    """Whether the hits probably do not hold the answer (``verdict``'s ``below``)."""
+    return verdict(query, hits, settings, lexical).below

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from coderag import chain
+from coderag import chain, spaces
 from coderag.embedding import QueryEmbedder, query_embedder
 from coderag.errors import Unavailable
 from coderag.routes import format_weights
@@ -42,6 +42,8 @@ class Retrieval:
     looked_for: list[str]
     unsafe: bool = False
     """The learned unsafe-request rule's verdict (``unsafe``); only for /retrieve's callers."""
+    doubtful: bool = False
+    """Not below the gate, but the refusal rule still doubts the code holds the answer."""
 
 
 def retrieve(
@@ -72,7 +74,8 @@ def retrieve(
         ranked = rank(repo, query, depth, searched, embedder, published)
     judged = [to_hit(r, with_code=True) for r in ranked[: relevance.JUDGED]]
     # the verdict reads the whole settings: the rule for a lexical search is chosen by them
-    below = relevance.below_gate(query, judged, settings, lexical)
+    judgement = relevance.verdict(query, judged, settings, lexical)
+    below = judgement.below
     ranked = ranked[:top_k]
     hits = [to_hit(r, with_code) for r in ranked]
     if not with_code:
@@ -85,7 +88,7 @@ def retrieve(
     hits = focus.with_focus(asked, hits, focus_embedder(embedder))
     looked_for = relevance.looked_for(query, settings)
     declined = unsafe.declines(query, settings, embedder)
-    return Retrieval(hits, below, ready, missing, looked_for, declined)
+    return Retrieval(hits, below, ready, missing, looked_for, declined, judgement.doubtful)
 
 
 def to_hit(r: Ranked, with_code: bool = False) -> Hit:
@@ -146,8 +149,8 @@ def focus_embedder(embedder: QueryEmbedder) -> focus.Embed:
 
     def embed(texts: list[str]) -> np.ndarray | None:
         try:
-            spaces = embedder.spaces()
-            space = focus.SPACE if focus.SPACE in spaces else (spaces or ["vector"])[0]
+            running = embedder.spaces()
+            space = focus.SPACE if focus.SPACE in running else (running or [spaces.MAIN])[0]
             return embedder.embed_queries(space, texts)
         except Unavailable:
             return None

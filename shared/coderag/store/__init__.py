@@ -42,6 +42,7 @@ def get_vectors(settings: Settings | None = None) -> VectorStore:
                 make_client(settings.chroma_url, settings.data_dir),
                 lambda repo: _current_registration(settings, repo),
                 None if settings.chroma_url else chroma_folder(settings.data_dir),
+                settings.vector_search_ef,
             )
         return _stores[key]  # type: ignore[return-value]
 

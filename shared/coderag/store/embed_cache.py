@@ -41,3 +41,7 @@ class EmbedCache:
                     rows,
                 )
             )
+
+    def clear(self) -> None:
+        """Forget every cached vector (the next index encodes from scratch, as a first one)."""
+        self._db.write(lambda conn: conn.execute("DELETE FROM embed_cache"))

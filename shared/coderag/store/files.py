@@ -222,6 +222,11 @@ class Files:
         )
         return IndexedFile(rows[0]["language"], rows[0]["lines"]) if rows else None
 
+    def total_lines(self, repo: str) -> int:
+        """Lines of every indexed file of a repository."""
+        rows = self.db.read("SELECT SUM(lines) FROM files WHERE repo=:r", {"r": repo})
+        return int(rows[0][0] or 0)
+
     def counts(self, repo: str) -> tuple[int, int]:
         """(files, units) indexed for a repository."""
         files = self.db.read("SELECT COUNT(*) FROM files WHERE repo=:r", {"r": repo})[0][0]

@@ -153,9 +153,15 @@ class VectorStore:
     """Upsert, query and delete unit vectors of each repository."""
 
     def __init__(
-        self, client: Any, registration: Registration | None = None, folder: Path | None = None
+        self,
+        client: Any,
+        registration: Registration | None = None,
+        folder: Path | None = None,
+        search_ef: int = SEARCH_EF,
     ) -> None:
         self.client = client
+        self.search_ef = search_ef
+        """HNSW candidates examined per query (``CODERAG_VECTOR_SEARCH_EF``)."""
         self._registration = registration
         self.folder = folder
         """Chroma's data folder when this process owns it (embedded): swept after a drop."""
@@ -192,13 +198,13 @@ class VectorStore:
             raise Unavailable(f"Chroma is not reachable: {exc}") from exc
 
     def _search_wide(self, col: Any) -> Any:
-        """The collection, its queries examining ``SEARCH_EF`` candidates (set once per
+        """The collection, its queries examining ``search_ef`` candidates (set once per
         collection and process: collections made with Chroma's default are changed on first
         use)."""
         if col.name not in self._searched_wide:
             hnsw = (col.configuration_json or {}).get("hnsw") or {}
-            if hnsw.get("ef_search") != SEARCH_EF:
-                col.modify(configuration={"hnsw": {"ef_search": SEARCH_EF}})
+            if hnsw.get("ef_search") != self.search_ef:
+                col.modify(configuration={"hnsw": {"ef_search": self.search_ef}})
             self._searched_wide.add(col.name)
         return col
 

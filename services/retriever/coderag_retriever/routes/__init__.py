@@ -6,7 +6,7 @@ run, is ``coderag.routes``'s registry; this table gives each its code."""
 from collections.abc import Callable
 from typing import Any
 
-from coderag import routes
+from coderag import routes, spaces
 from coderag_retriever.routes.cluster import rank as cluster
 from coderag_retriever.routes.exact import rank as exact
 from coderag_retriever.routes.feedback import rank as feedback
@@ -16,8 +16,7 @@ from coderag_retriever.routes.symbol import rank as symbol
 from coderag_retriever.routes.vector import route as vector_route
 
 CODE: dict[str, Callable[..., Any]] = {
-    "vector": vector_route("vector"),
-    "vector2": vector_route("vector2"),
+    **{space: vector_route(space) for space in spaces.NAMES},  # a route per vector space
     "keyword": keyword,
     "symbol": symbol,
     "exact": exact,
