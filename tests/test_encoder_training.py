@@ -59,6 +59,22 @@ def _questions() -> list[Question]:
     return out
 
 
+def _train(model: enc.Model, questions: list[Question], steps: int) -> dict:
+    """Train on the four questions (each against the other three units), evaluating R@1 at the
+    start and the end."""
+    return enc.train(
+        model,
+        enc.examples(questions),
+        steps=steps,
+        lr=3e-3,
+        batch_size=4,
+        hard=3,
+        easy=0,
+        evaluate=lambda m: {"r1": enc.r_at_1(enc.list_ranks(m, questions))},
+        every=steps,
+    )
+
+
 def test_adapters_learn_the_questions_and_merge_into_a_loadable_encoder(tmp_path: Path) -> None:
     questions = _questions()
     data = enc.examples(questions)
@@ -66,17 +82,7 @@ def test_adapters_learn_the_questions_and_merge_into_a_loadable_encoder(tmp_path
     model = enc.load(rank=8)
     trained = sum(p.numel() for p in model.model.parameters() if p.requires_grad)
     assert 0 < trained < 2_000_000  # only the adapters train
-    record = enc.train(
-        model,
-        data,
-        steps=25,
-        lr=3e-3,
-        batch_size=4,
-        hard=3,
-        easy=0,
-        evaluate=lambda m: {"r1": enc.r_at_1(enc.list_ranks(m, questions))},
-        every=25,
-    )
+    record = _train(model, questions, steps=25)
     first, last = record["evaluations"][0], record["evaluations"][-1]
     assert sum(record["loss_last"]) / 10 < 0.2 * sum(record["loss_first"]) / 10, record
     assert last["r1"] == 1.0 and last["r1"] >= first["r1"], record["evaluations"]
@@ -106,17 +112,7 @@ def test_e5_adapters_learn_and_the_embedder_serves_the_directory_as_vector2(
     questions = _questions()
     model = enc.load_e5(tmp_path, rank=8)
     assert (model.query_prefix, model.passage_prefix) == ("query: ", "passage: ")
-    record = enc.train(
-        model,
-        enc.examples(questions),
-        steps=20,
-        lr=3e-3,
-        batch_size=4,
-        hard=3,
-        easy=0,
-        evaluate=lambda m: {"r1": enc.r_at_1(enc.list_ranks(m, questions))},
-        every=20,
-    )
+    record = _train(model, questions, steps=20)
     assert sum(record["loss_last"]) / 10 < 0.5 * sum(record["loss_first"]) / 10, record
     assert record["evaluations"][-1]["r1"] == 1.0, record["evaluations"]
 

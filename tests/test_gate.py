@@ -38,12 +38,12 @@ def test_the_retriever_decides_by_the_same_gate_without_the_learned_rule() -> No
     generator refuses on that verdict alone, after the named-term check."""
     for hits, gate in (([hit(0.5)], 0.8), ([hit(0.9)], 0.8), ([hit(0.1, "exact")], 0.8)):
         settings = Settings(refusal_rule="gate", score_gate=gate)
-        verdict = relevance.below_gate("how are orders stored", hits, settings)
+        verdict = relevance.verdict("how are orders stored", hits, settings).below
         assert verdict == below_gate(hits, gate), (hits, gate)
         refused = refusal.gate("how are orders stored", hits, "en", verdict)
         assert (refused is not None) == verdict
     late = [hit(0.5)] * relevance.JUDGED + [hit(0.99)]
-    assert relevance.below_gate("q", late, Settings(refusal_rule="gate", score_gate=0.8))
+    assert relevance.verdict("q", late, Settings(refusal_rule="gate", score_gate=0.8)).below
 
 
 def test_chinese_is_told_by_han_characters() -> None:

@@ -229,7 +229,7 @@ class TorchE5Encoder:
         if reduced or max_tokens:
             self.name = f"e5-small-{self.precision}-t{max_tokens or 512}"
         if name:  # another directory's weights: its vectors are cached apart
-            self.name = name
+            self.name = f"{name}-{self.precision}-t{max_tokens or 512}"
         self.forward = Forward(model, device)
 
     def encode(self, texts: list[str]) -> np.ndarray:

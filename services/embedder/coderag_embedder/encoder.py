@@ -192,11 +192,9 @@ def _load(
         )
     model_dir = Path(model) if model else default_model_dir()
     if (model_dir / E5_VOCAB).is_file():  # an e5 directory, e.g. fine-tuned by bench/train_encoder
-        tokens = max_tokens or E5_SMALL_TOKENS
-        precision = "int8" if reduced else "fp32"
-        name = f"e5-{_fingerprint(model_dir, 'mean', tokens, precision)}"
+        name = f"e5-{_fingerprint(model_dir, 'mean', 0, 'fp32')}"  # + precision and length
         return TorchE5Encoder(  # type: ignore[return-value]
-            model_dir, device, batch, tokens, reduced, name=name
+            model_dir, device, batch, max_tokens or E5_SMALL_TOKENS, reduced, name=name
         )
     return Encoder(model_dir, pooling, max_length, device, batch, reduced)
 

@@ -189,8 +189,3 @@ def verdict(query: str, hits: Sequence[Hit], settings: Settings, lexical: bool =
     p = learned.p_absent(features(query, hits, extra))
     below = p >= learned.threshold
     return Verdict(below, not below and learned.doubt is not None and p >= learned.doubt)
-
-
-def below_gate(query: str, hits: Sequence[Hit], settings: Settings, lexical: bool = False) -> bool:
-    """Whether the hits probably do not hold the answer (``verdict``'s ``below``)."""
-    return verdict(query, hits, settings, lexical).below

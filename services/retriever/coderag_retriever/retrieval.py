@@ -32,7 +32,7 @@ MAX_CALLERS = 5
 @dataclass(frozen=True)
 class Retrieval:
     """A question's hits, best first, whether the code probably does not hold the answer
-    (``relevance.below_gate``), and the routes that had all their data and those still waiting
+    (``relevance.verdict``), and the routes that had all their data and those still waiting
     for vectors."""
 
     hits: list[Hit]
@@ -75,11 +75,10 @@ def retrieve(
     judged = [to_hit(r, with_code=True) for r in ranked[: relevance.JUDGED]]
     # the verdict reads the whole settings: the rule for a lexical search is chosen by them
     judgement = relevance.verdict(query, judged, settings, lexical)
-    below = judgement.below
     ranked = ranked[:top_k]
     hits = [to_hit(r, with_code) for r in ranked]
     if not with_code:
-        return Retrieval(hits, below, ready, missing, [])
+        return Retrieval(hits, judgement.below, ready, missing, [])
     # only /retrieve's callers (an answer) get the code, the focus, what was looked for (a
     # refusal says it; /search never does) and whether the request is unsafe
     embedder = embedder or query_embedder(settings)
@@ -88,7 +87,9 @@ def retrieve(
     hits = focus.with_focus(asked, hits, focus_embedder(embedder))
     looked_for = relevance.looked_for(query, settings)
     declined = unsafe.declines(query, settings, embedder)
-    return Retrieval(hits, below, ready, missing, looked_for, declined, judgement.doubtful)
+    return Retrieval(
+        hits, judgement.below, ready, missing, looked_for, declined, judgement.doubtful
+    )
 
 
 def to_hit(r: Ranked, with_code: bool = False) -> Hit:

@@ -28,6 +28,7 @@ from urllib.parse import quote, urlparse
 
 from coderag import spaces
 from coderag.errors import Unavailable
+from coderag.settings import Settings
 
 SPACE_PREFIXES = spaces.PREFIXES
 """Collection-name prefix per vector space (``coderag.spaces``)."""
@@ -35,11 +36,9 @@ SPACE_PREFIXES = spaces.PREFIXES
 COLLECTION_PREFIX = SPACE_PREFIXES[spaces.NAMES[0]]
 """Collection name of repository ``r`` in the main space (``vector``) is ``repo_r``."""
 
-SEARCH_EF = 512
-"""HNSW candidates examined per query. At Chroma's default (100), a collection opened in another
-process returned other neighbours beyond rank 20 for a fifth of the test questions, so the same
-question ranked differently after a restart; at 512 the routes' 50 nearest are the same each
-time (docs/BENCHMARKS.md)."""
+SEARCH_EF: int = Settings.model_fields["vector_search_ef"].default
+"""HNSW candidates examined per query unless ``CODERAG_VECTOR_SEARCH_EF`` says otherwise (why
+512: that setting's description)."""
 
 
 def make_client(chroma_url: str | None, data_dir: Path) -> Any:
