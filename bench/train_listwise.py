@@ -5,6 +5,7 @@
     python -m bench.train_listwise overfit                     # 200 pairs must reach ~0 loss
     python -m bench.train_listwise train --name l1 [--loss listnet|lambda --lr 1e-4 --steps 1200]
     python -m bench.train_listwise evaluate --name l1          # tune2 fits the weight, then test*
+    python -m bench.train_listwise evaluate --name l1 --lists DIR   # another search's lists
 
 It needs ``datasets==5.2.0`` beside the lock (the trainer reads a ``datasets.Dataset``); nothing
 shipped imports it, so the lock leaves it out.
@@ -35,6 +36,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
+from bench import train_reranker  # noqa: E402
 from bench.train_reranker import TOPS, WEIGHTS, WRITTEN_WEIGHT, split_questions  # noqa: E402
 from coderag_training import reranker as rr  # noqa: E402
 
@@ -353,7 +355,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument(
+        "--lists",
+        type=Path,
+        default=train_reranker.LISTS,
+        help="candidate lists to read (another search's, as bench/rerank_data.py --out wrote)",
+    )
     args = ap.parse_args(argv)
+    train_reranker.LISTS = args.lists
     return {"overfit": overfit, "train": train, "evaluate": evaluate}[args.command](args)
 
 
