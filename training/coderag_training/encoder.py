@@ -31,7 +31,7 @@ from coderag.schemas import Unit
 from coderag_embedder.e5_torch import E5_VOCAB, E5Tokenizer, convert
 from coderag_embedder.encoder import default_model_dir, unit_text
 from coderag_training.embedder.training import lr_factor, pool
-from coderag_training.reranker import Question
+from coderag_training.reranker import Question, pools
 
 MAX_TOKENS = 128
 """Tokens of a unit read in training (serving reads ``CODERAG_EMBED_MAX_LENGTH``, 256): the
@@ -76,11 +76,9 @@ def examples(questions: Sequence[Question]) -> list[Example]:
     """Training examples of the questions that have a gold unit."""
     out = []
     for q in questions:
-        golds = [c for c in q.candidates if _label(c)] or [{**c, "label": 1} for c in q.golds]
+        golds, hard, easy = pools(q)
         if not golds:
             continue
-        hard = [c for c in q.candidates[:15] if not _label(c)]
-        easy = [c for c in q.randoms if not _label(c)]
         out.append(Example(q.corpus, q.reader_query, tuple(golds), tuple(hard), tuple(easy)))
     return out
 

@@ -95,22 +95,33 @@ def load(paths: Iterable[Path]) -> list[Question]:
     return out
 
 
+Candidates = list[dict[str, Any]]
+"""Candidate records of one question (``bench/rerank_data.py``'s format)."""
+
+
+def pools(q: Question) -> tuple[Candidates, Candidates, Candidates]:
+    """A question's gold units (its labelled hits, else the gold records), the ranker's best
+    wrong hits (of its first 15) and its random wrong units: what every trainer draws from."""
+    golds = [c for c in q.candidates if c.get("label")] or [{**c, "label": 1} for c in q.golds]
+    hard = [c for c in q.candidates[:15] if not c.get("label")]
+    easy = [c for c in q.randoms if not c.get("label")]
+    return golds, hard, easy
+
+
 def group(
     q: Question, hard_share: float, rng: random.Random, size: int = GROUP
 ) -> list[dict[str, Any]] | None:
     """The gold unit first, then ``size - 1`` wrong ones, ``hard_share`` of them the ranker's
     best wrong hits and the rest random units; None when the question has no gold unit."""
-    golds = [c for c in q.candidates if c["label"]] or [{**c, "label": 1} for c in q.golds]
+    golds, hard, easy = pools(q)
     if not golds:
         return None
-    hard = [c for c in q.candidates[:15] if not c["label"]]
-    easy = [c for c in q.randoms if not c["label"]]
     want_hard = min(len(hard), round(hard_share * (size - 1)))
     negatives = rng.sample(hard, want_hard)
     rest = [c for c in easy if c not in negatives]
     negatives += rng.sample(rest, min(len(rest), size - 1 - len(negatives)))
     if len(negatives) < size - 1:
-        more = [c for c in q.candidates if not c["label"] and c not in negatives]
+        more = [c for c in q.candidates if not c.get("label") and c not in negatives]
         negatives += more[: size - 1 - len(negatives)]
     if len(negatives) < 1:
         return None
