@@ -32,7 +32,6 @@ from bench import train_refusal as tr
 from bench.fetch import load_corpora
 from bench.train_listwise import RUNS, Scorer, model_dir
 from coderag.embedding import reader_text
-from coderag.schemas import Hit
 from coderag.settings import Settings
 
 READER = ("reader_first", "reader_best", "reader_margin")
@@ -59,13 +58,11 @@ def reader_scores(run: str, corpora: list[str], top: int, threads: int) -> dict[
         reader = Scorer(CrossEncoder(str(model_dir(RUNS / run)), local_files_only=True))
         settings = Settings()
         for name in todo:
-            lines = (tr.HERE / "questions" / f"{name}.jsonl").read_text("utf-8").splitlines()
-            questions = [json.loads(line) for line in lines if line.strip()]
-            kept = json.loads((tr.HITS / f"{name}.json").read_text("utf-8"))
             rows = []
-            for q, (saved, _) in zip(questions, kept, strict=True):
-                hits = [Hit.model_validate(h) for h in saved[:top]]
-                texts = [reader_text(h.file, h.kind, h.symbol, h.doc, h.text or "") for h in hits]
+            for q, hits in tr.saved(name):
+                texts = [
+                    reader_text(h.file, h.kind, h.symbol, h.doc, h.text or "") for h in hits[:top]
+                ]
                 query = reader_query(name, q["query"], settings)
                 rows.append(reader.scores(query, texts) if texts else [])
             known[name] = rows
@@ -84,12 +81,9 @@ def reader_features(scores: list[float]) -> list[float]:
 
 def judged(x, y, pre, open_, fit_rows, judge_rows, l2, max_fr):  # type: ignore[no-untyped-def]
     """Refused or not for ``judge_rows`` under a rule fitted on ``fit_rows``."""
-    model = tr.fit(x[fit_rows], y[fit_rows], l2)
-    t, _, _ = tr.threshold(
-        tr.probabilities(model, x[fit_rows]), y[fit_rows], pre[fit_rows], open_[fit_rows], max_fr
-    )
-    p = tr.probabilities(model, x[judge_rows])
-    return pre[judge_rows] | (open_[judge_rows] & (p >= t))
+    f, j = fit_rows, judge_rows
+    model, t, _, _ = tr.rule(x[f], y[f], pre[f], open_[f], l2, max_fr)
+    return tr.refuses(model, t, x[j], pre[j], open_[j])
 
 
 def line(label: str, refused: np.ndarray, y: np.ndarray) -> str:

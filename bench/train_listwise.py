@@ -6,6 +6,7 @@
     python -m bench.train_listwise train --name l1 [--loss listnet|lambda --lr 1e-4 --steps 1200]
     python -m bench.train_listwise evaluate --name l1          # tune2 fits the weight, then test*
     python -m bench.train_listwise evaluate --name l1 --lists DIR   # another search's lists
+    python -m bench.train_listwise log --name l1               # loss and tune2 per evaluation
 
 It needs ``datasets==5.2.0`` beside the lock (the trainer reads a ``datasets.Dataset``); nothing
 shipped imports it, so the lock leaves it out.
@@ -298,16 +299,46 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
+def last_state(run: Path) -> dict[str, Any]:
+    """The trainer's state at a run's last checkpoint (its log and best checkpoint so far)."""
+    states = sorted((run / "checkpoints").glob("checkpoint-*/trainer_state.json"))
+    if not states:
+        raise SystemExit(f"nothing in {run}: train it first")
+    last = max(states, key=lambda path: int(path.parent.name.split("-")[1]))
+    return json.loads(last.read_text("utf-8"))
+
+
 def model_dir(run: Path) -> Path:
     """A run's model: ``model/`` when the run ended, else the best checkpoint so far (a run
     stopped on tune once its metric fell: the trainer keeps the best one)."""
     if (run / "model" / "modules.json").is_file():
         return run / "model"
-    states = sorted((run / "checkpoints").glob("checkpoint-*/trainer_state.json"))
-    if not states:
-        raise SystemExit(f"no model in {run}: train it first")
-    last = max(states, key=lambda path: int(path.parent.name.split("-")[1]))
-    return Path(json.loads(last.read_text("utf-8"))["best_model_checkpoint"])
+    return Path(last_state(run)["best_model_checkpoint"])
+
+
+def history(run: Path) -> list[dict[str, Any]]:
+    """A run's logged losses and evaluations: its card's, else (a run stopped early) its last
+    checkpoint's."""
+    if (run / "card.json").is_file():
+        return json.loads((run / "card.json").read_text("utf-8"))["log"]
+    return last_state(run)["log_history"]
+
+
+def log(args: argparse.Namespace) -> int:
+    """Per evaluation: the mean training loss since the last one and tune2's R@1 (the reader
+    alone, and mixed with the ranker)."""
+    print("| step | mean loss since the last evaluation | tune2 R@1 alone | tune2 R@1 mixed |")
+    print("| --- | --- | --- | --- |")
+    losses: list[float] = []
+    for entry in history(RUNS / args.name):
+        if "loss" in entry:
+            losses.append(float(entry["loss"]))
+        elif "eval_tune2_r1" in entry:
+            mean = sum(losses) / len(losses) if losses else float("nan")
+            print(f"| {entry['step']} | {mean:.2f} | {entry['eval_tune2_alone_r1']:.2f} | "
+                  f"{entry['eval_tune2_r1']:.2f} |")  # fmt: skip
+            losses = []
+    return 0
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -340,7 +371,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", choices=("overfit", "train", "evaluate"))
+    ap.add_argument("command", choices=("overfit", "train", "evaluate", "log"))
     ap.add_argument("--name", default="l1")
     ap.add_argument("--loss", choices=("listnet", "lambda"), default="lambda")
     ap.add_argument("--lr", type=float, default=1e-4)
@@ -363,7 +394,8 @@ def main(argv: list[str]) -> int:
     )
     args = ap.parse_args(argv)
     train_reranker.LISTS = args.lists
-    return {"overfit": overfit, "train": train, "evaluate": evaluate}[args.command](args)
+    commands = {"overfit": overfit, "train": train, "evaluate": evaluate, "log": log}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -59,22 +59,26 @@ ENCODER = SETTINGS.embed_model_2
 """The encoder whose cosines the tuning hits carry (the packaged default)."""
 
 
+def saved(name: str, hits_dir: Path = HITS) -> list[tuple[dict, list[Hit]]]:
+    """A corpus's questions, each with the hits ``bench/answers.py`` saved for it."""
+    lines = (HERE / "questions" / f"{name}.jsonl").read_text("utf-8").splitlines()
+    questions = [json.loads(line) for line in lines if line.strip()]
+    kept = json.loads((hits_dir / f"{name}.json").read_text("utf-8"))
+    if len(kept) != len(questions):
+        raise SystemExit(f"{name}: saved hits are stale; rerun bench/answers.py for it")
+    return [
+        (q, [Hit.model_validate(h) for h in hits])
+        for q, (hits, _) in zip(questions, kept, strict=True)
+    ]
+
+
 def cases(
     corpora: list[str], hits_dir: Path = HITS, zh_words: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
     """(features, absent?, refused before the model, model may refuse, corpus) per question."""
     x, y, pre, open_, names = [], [], [], [], []
     for name in corpora:
-        questions = [
-            json.loads(line)
-            for line in (HERE / "questions" / f"{name}.jsonl").read_text("utf-8").splitlines()
-            if line.strip()
-        ]
-        kept = json.loads((hits_dir / f"{name}.json").read_text("utf-8"))
-        if len(kept) != len(questions):
-            raise SystemExit(f"{name}: saved hits are stale; rerun bench/answers.py --split tune")
-        for q, (saved, _) in zip(questions, kept, strict=True):
-            hits = [Hit.model_validate(h) for h in saved]
+        for q, hits in saved(name, hits_dir):
             extra = relevance.english(q["query"], SETTINGS) if zh_words else []
             f = relevance.features(q["query"], hits, extra)
             x.append([f[k] for k in relevance.FEATURES])
@@ -117,6 +121,17 @@ def threshold(p, y, pre, open_, max_fr: float) -> tuple[float, float, float]:
         if fr <= max_fr and ra - fr > best[1] - best[2] + 1e-9:
             best = (float(t), ra, fr)
     return best
+
+
+def rule(x, y, pre, open_, l2: float, max_fr: float) -> tuple[dict, float, float, float]:  # type: ignore[no-untyped-def]
+    """A rule fitted on these rows: (model, threshold, refusal accuracy, false refusals)."""
+    model = fit(x, y, l2)
+    return model, *threshold(probabilities(model, x), y, pre, open_, max_fr)
+
+
+def refuses(model: dict, t: float, x, pre, open_) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Which rows a rule refuses: the named-term check first, then the model where it may."""
+    return pre | (open_ & (probabilities(model, x) >= t))
 
 
 MAX_DOUBTED = 0.10
@@ -183,12 +198,10 @@ def main() -> int:
     held_p = np.zeros(len(y))  # p(absent) under the fold that held the question out
     for held in tuning:
         m = corpus != held
-        model = fit(x[m], y[m], args.l2)
-        t, ra, fr = threshold(probabilities(model, x[m]), y[m], pre[m], open_[m],
-                              args.max_false_refusals)  # fmt: skip
+        model, t, ra, fr = rule(x[m], y[m], pre[m], open_[m], args.l2, args.max_false_refusals)
         h = ~m
         held_p[h] = probabilities(model, x[h])
-        pooled[h] = pre[h] | (open_[h] & (held_p[h] >= t))
+        pooled[h] = refuses(model, t, x[h], pre[h], open_[h])
         got = rates(pooled[h], y[h])
         only = rates(pre[h], y[h])
         print(f"| {held} | {int(y[h].sum())} | {t:.3f} | {ra:.2f} / {fr:.2f} | "
@@ -212,8 +225,7 @@ def main() -> int:
             path.write_text(json.dumps(shipped, indent=1) + "\n", "utf-8")
             print(f"wrote the doubt floor into {path}")
             return 0
-    model = fit(x, y, args.l2)
-    t, ra, fr = threshold(probabilities(model, x), y, pre, open_, args.max_false_refusals)
+    model, t, ra, fr = rule(x, y, pre, open_, args.l2, args.max_false_refusals)
     print(f"\nAll tuning corpora: threshold {t:.3f}, refusal accuracy {ra:.2f}, false refusals "
           f"{fr:.2f} (in sample).")  # fmt: skip
     if not args.dry_run:
