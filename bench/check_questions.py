@@ -21,9 +21,15 @@ gold and ``chain`` questions have at least two links. It also enforces the quest
 (at least a quarter Chinese per non-absent type, at least six chain and one absent question
 per corpus), prints counts per corpus x type x lang and exits non-zero on any error.
 
+The written-questions program (issue 44) keeps its questions in ``bench/questions/written/``,
+one ``<code base>.jsonl`` per code base of ``bench/mining.json`` or ``bench/written/*.json``;
+``--written`` checks those instead, with a mix per code base of at least a quarter Chinese
+overall, two chain questions and one absent question.
+
 Usage::
 
     python -m bench.check_questions [--no-fetch]
+    python -m bench.check_questions --written [NAME ...] [--no-fetch]
 
 ``--no-fetch`` skips checks that need the corpus sources when they are not already cached.
 """
@@ -62,6 +68,8 @@ GOLD_KEYS = {"file", "start_line", "end_line"}
 MIN_ZH_SHARE = 0.25
 MIN_CHAIN = 6
 MIN_ABSENT = 1
+WRITTEN_DIR = QUESTIONS_DIR / "written"
+WRITTEN_MIN_CHAIN = 2
 NON_CORPUS_FILES = ("traps", "history")
 """Question files of other benchmarks, skipped here."""
 
@@ -78,9 +86,10 @@ ID_RE = re.compile(r"^[a-z0-9_]+-\d{3,}$")
 class Checker:
     """Collects errors while validating all question files."""
 
-    def __init__(self, fetch_sources: bool) -> None:
+    def __init__(self, fetch_sources: bool, written: bool = False) -> None:
         """Set up empty error and count tables."""
         self.fetch_sources = fetch_sources
+        self.written = written
         self.errors: list[str] = []
         self.counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self.style_counts: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -119,7 +128,8 @@ class Checker:
         """Validate one ``<corpus>.jsonl`` file."""
         corpus = path.stem
         if corpus not in corpora:
-            self.error(str(path), f"no corpus named {corpus!r} in bench/corpora.json")
+            where = "bench/mining.json or bench/written/" if self.written else "bench/corpora.json"
+            self.error(str(path), f"no corpus named {corpus!r} in {where}")
             return
         root = self.corpus_root(corpus)
         for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -276,6 +286,9 @@ class Checker:
     def check_mix(self) -> None:
         """Enforce the per-corpus question mix."""
         corpora = sorted({corpus for corpus, _, _ in self.counts})
+        if self.written:
+            self.check_written_mix(corpora)
+            return
         for corpus in corpora:
             for qtype in TYPES:
                 en = self.counts[(corpus, qtype, "en")]
@@ -287,6 +300,19 @@ class Checker:
             if chain < MIN_CHAIN:
                 self.error(corpus, f"only {chain} chain questions (need {MIN_CHAIN})")
             if absent < MIN_ABSENT:
+                self.error(corpus, "no absent questions")
+
+    def check_written_mix(self, corpora: list[str]) -> None:
+        """Enforce the looser mix of the written program: per code base, not per type."""
+        for corpus in corpora:
+            zh = sum(self.counts[(corpus, t, "zh")] for t in TYPES)
+            total = zh + sum(self.counts[(corpus, t, "en")] for t in TYPES)
+            if zh < MIN_ZH_SHARE * total:
+                self.error(corpus, f"only {zh} of {total} questions are zh")
+            chain = sum(self.counts[(corpus, "chain", lang)] for lang in LANGS)
+            if chain < WRITTEN_MIN_CHAIN:
+                self.error(corpus, f"only {chain} chain questions (need {WRITTEN_MIN_CHAIN})")
+            if not sum(self.counts[(corpus, "absent", lang)] for lang in LANGS):
                 self.error(corpus, "no absent questions")
 
     def report(self) -> None:
@@ -359,14 +385,25 @@ def go_bracket_balance(text: str) -> int:
 def main(argv: list[str]) -> int:
     """Run every check, print the count table and return the exit status."""
     fetch_sources = "--no-fetch" not in argv
-    checker = Checker(fetch_sources)
+    written = "--written" in argv
+    names = [arg for arg in argv if not arg.startswith("--")]
+    checker = Checker(fetch_sources, written)
     try:
-        corpora = {entry["name"]: entry for entry in fetch.load_corpora()}
+        if written:
+            entries = fetch.load_mining() + fetch.load_written()
+        else:
+            entries = fetch.load_corpora()
+        corpora = {entry["name"]: entry for entry in entries}
     except (fetch.FetchError, OSError, ValueError) as exc:
         print(f"check_questions.py: error: {exc}", file=sys.stderr)
         return 1
-    # traps.jsonl (answer benchmark) and history.jsonl (who/when benchmark) have no corpus
-    files = sorted(p for p in QUESTIONS_DIR.glob("*.jsonl") if p.stem not in NON_CORPUS_FILES)
+    if written:
+        files = sorted(WRITTEN_DIR.glob("*.jsonl"))
+        if names:
+            files = [p for p in files if p.stem in names]
+    else:
+        # traps.jsonl (answer benchmark) and history.jsonl (who/when benchmark) have no corpus
+        files = sorted(p for p in QUESTIONS_DIR.glob("*.jsonl") if p.stem not in NON_CORPUS_FILES)
     if not files:
         checker.error(str(QUESTIONS_DIR), "no question files")
     seen: set[str] = set()

@@ -20,6 +20,8 @@ Usage::
 
     python -m bench.fetch --mining      # every code base of ``bench/mining.json``
 
+    python -m bench.fetch --written     # every code base of ``bench/written/*.json``
+
 ``bench/mining.json`` pins, in the same format, the code bases that training questions are mined
 from (``split: "mined"``, in neither split); :func:`load_corpora` never returns them, so nothing
 that iterates the splits sees them, but :func:`get_corpus` and :func:`corpus_root` find them by
@@ -43,6 +45,9 @@ import zipfile
 BENCH_DIR = pathlib.Path(__file__).resolve().parent
 CORPORA_FILE = BENCH_DIR / "corpora.json"
 MINING_FILE = BENCH_DIR / "mining.json"
+WRITTEN_DIR = BENCH_DIR / "written"
+"""One JSON list per file: the code bases of the written-questions program (issue 44), split
+``wtrain`` (training) or ``wtest`` (frozen test, by code base)."""
 CACHE_DIR = BENCH_DIR / ".cache"
 ARCHIVE_DIR = CACHE_DIR / "archives"
 SRC_DIR = CACHE_DIR / "src"
@@ -76,10 +81,20 @@ def load_mining() -> list[dict]:
     return load_corpora(MINING_FILE) if MINING_FILE.is_file() else []
 
 
+def load_written() -> list[dict]:
+    """Return the code bases of ``bench/written/*.json`` that are not already in
+    ``mining.json`` (the written program also writes questions over mined code bases)."""
+    mined = {entry["name"] for entry in load_mining()}
+    entries: list[dict] = []
+    for path in sorted(WRITTEN_DIR.glob("*.json")):
+        entries += [entry for entry in load_corpora(path) if entry["name"] not in mined]
+    return entries
+
+
 def get_corpus(name: str) -> dict:
-    """Return the corpus entry called ``name`` (``corpora.json`` first, then ``mining.json``)
-    or raise FetchError."""
-    entries = load_corpora() + load_mining()
+    """Return the corpus entry called ``name`` (``corpora.json`` first, then ``mining.json``,
+    then ``written/*.json``) or raise FetchError."""
+    entries = load_corpora() + load_mining() + load_written()
     for entry in entries:
         if entry["name"] == name:
             return entry
@@ -232,6 +247,8 @@ def main(argv: list[str]) -> int:
     try:
         if argv == ["--mining"]:
             entries = load_mining()
+        elif argv == ["--written"]:
+            entries = load_written()
         else:
             entries = [get_corpus(name) for name in argv] if argv else load_corpora()
         for entry in entries:

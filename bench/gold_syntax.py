@@ -1,4 +1,4 @@
-"""Definition and bracket rules for gold ranges in TypeScript, Java and Rust sources.
+"""Definition and bracket rules for gold ranges in TypeScript, JavaScript, Java, Rust and C.
 
 ``check_questions.py`` uses them to decide whether a gold range starts at a definition a
 reader would call "the answer" (after annotations or attributes) and spans whole brackets.
@@ -11,6 +11,8 @@ import re
 TS_SUFFIXES = (".ts", ".tsx", ".mts", ".cts")
 JAVA_SUFFIXES = (".java",)
 RUST_SUFFIXES = (".rs",)
+JS_SUFFIXES = (".js", ".jsx", ".mjs", ".cjs")
+C_SUFFIXES = (".c", ".h")
 
 _TS_MODIFIERS = (
     r"(?:(?:export|default|declare|abstract|async|public|private|protected|static|readonly|"
@@ -59,14 +61,42 @@ RUST_DEF = re.compile(
 )
 """A line that starts a Rust fn, struct, enum, trait, impl, type, const or macro_rules."""
 
+JS_DEF = re.compile(
+    TS_DEF.pattern
+    + r"|^(?:module\.)?exports(?:\.[\w$]+)?\s*=(?!=)"  # exports.x = / module.exports = ...
+    r"|^[\w$]+(?:\.[\w$]+)+\s*=(?!=)"  # Model.prototype.save = function
+    r"|^(?:async\s+)?(?:get\s+|set\s+)?[\w$'\"]+\s*:\s*(?:async\s+)?(?:function\b|\(|[\w$]+\s*=>)"
+    r"|^Object\.defineProperty\("  # accessors defined on a prototype
+    r"|^\(function\b|^;?\(\s*function\b"  # an IIFE-wrapped module
+)
+"""A line that starts a JavaScript definition: TypeScript's forms, CommonJS and prototype
+assignments, object-literal members, ``Object.defineProperty`` and IIFEs."""
+
+C_DEF = re.compile(
+    r"^#\s*define\s+\w+"
+    r"|^(?:typedef\s+)?(?:struct|union|enum)\b"
+    r"|^typedef\b"
+    r"|^(?:[A-Za-z_]\w*[\s*]+)+\**\s*[A-Za-z_]\w*\s*\("  # a function head: type name(
+    r"|^(?:(?:static|inline|extern|const|unsigned|signed|struct|enum|union)\s+)*"
+    r"[A-Za-z_]\w*[\s*]*$"  # a return type on a line of its own (K&R and GNU style)
+    r"|^(?:static\s+|extern\s+|const\s+)*[A-Za-z_][\w\s*]*\s[*]*[A-Za-z_]\w*(?:\[[^\]]*\])*\s*=(?!=)"
+)
+"""A line that starts a C definition: function head, struct/union/enum, typedef, macro or an
+initialised variable."""
+
 _RUST_CHAR = re.compile(r"'(?:\\u\{[0-9a-fA-F]+\}|\\.|[^\\'\n])'")
 _RUST_RAW = re.compile(r'b?r(#*)"')
 
 
 def language_of(rel: str) -> str | None:
-    """Return "typescript", "java" or "rust" for a source path, None for other languages."""
+    """Return "typescript", "javascript", "java", "rust" or "c" for a source path, None for
+    other languages."""
     if rel.endswith(TS_SUFFIXES):
         return "typescript"
+    if rel.endswith(JS_SUFFIXES):
+        return "javascript"
+    if rel.endswith(C_SUFFIXES):
+        return "c"
     if rel.endswith(JAVA_SUFFIXES):
         return "java"
     if rel.endswith(RUST_SUFFIXES):
@@ -76,7 +106,13 @@ def language_of(rel: str) -> str | None:
 
 def starts_definition(language: str, line: str) -> bool:
     """Return whether the stripped ``line`` starts a definition in ``language``."""
-    pattern = {"typescript": TS_DEF, "java": JAVA_DEF, "rust": RUST_DEF}[language]
+    pattern = {
+        "typescript": TS_DEF,
+        "javascript": JS_DEF,
+        "java": JAVA_DEF,
+        "rust": RUST_DEF,
+        "c": C_DEF,
+    }[language]
     return bool(pattern.match(line.strip()))
 
 
@@ -132,6 +168,9 @@ def _skip_literal(text: str, i: int, language: str) -> tuple[int, int | None]:
             return (char.end() if char else i + 1), None  # otherwise a lifetime
         if ch == '"':
             return _string_end(text, i, '"', multiline=True), None
+    elif language == "c":
+        if ch in "\"'":
+            return _string_end(text, i, ch, multiline=False), None
     elif language == "java":
         if text.startswith('"""', i):
             j = text.find('"""', i + 3)
