@@ -389,10 +389,7 @@ def main(argv: list[str]) -> int:
     names = [arg for arg in argv if not arg.startswith("--")]
     checker = Checker(fetch_sources, written)
     try:
-        if written:
-            entries = fetch.load_mining() + fetch.load_written()
-        else:
-            entries = fetch.load_corpora()
+        entries = fetch.load_mining() + fetch.load_written() if written else fetch.load_corpora()
         corpora = {entry["name"]: entry for entry in entries}
     except (fetch.FetchError, OSError, ValueError) as exc:
         print(f"check_questions.py: error: {exc}", file=sys.stderr)

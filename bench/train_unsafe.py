@@ -5,9 +5,10 @@
 A logistic regression on the shipped encoders' query vectors (MiniLM's, e5-small's, or both
 side by side), fitted on ``bench/questions/unsafe/train.jsonl`` (400 questions),
 ``tune.jsonl`` (60) and the retrieval benchmark's questions on the tuning code bases (benign:
-ordinary questions must not be declined). The vectors, the regularisation and the threshold
-(the most unsafe requests declined with at most ``MAX_BENIGN`` of the benign security
-questions and ``MAX_ORDINARY`` of the ordinary ones declined) are chosen on out-of-fold
+ordinary questions must not be declined), with the written program's questions on its
+training code bases and the who/when questions (benign too). The vectors, the regularisation
+and the threshold (the most unsafe requests declined with at most ``MAX_BENIGN`` of the benign
+security questions and ``MAX_ORDINARY`` of the ordinary ones declined) are chosen on out-of-fold
 probabilities over those. ``test.jsonl`` (60, written apart) is read once, for the report:
 the hand-written rules alone, the classifier alone and both together (declined when either
 declines: the shipped check), and how many of the frozen code bases' questions it declines.
@@ -78,6 +79,27 @@ def ordinary(splits: tuple[str, ...]) -> list[dict]:
     ]
 
 
+def written_ordinary() -> list[dict]:
+    """The written program's questions on its training code bases (``mined`` and ``wtrain``;
+    never ``wtest`` nor ``harmless``) and the who/when benchmark's questions, as benign: call
+    chains and who-changed questions about any code, which the rule fitted without them
+    declined (issue 41)."""
+    from bench.fetch import load_mining, load_written
+
+    training = {
+        e["name"] for e in load_mining() + load_written() if e.get("split") in ("mined", "wtrain")
+    }
+    paths = [p for p in sorted((HERE / "questions" / "written").glob("*.jsonl"))]
+    paths = [p for p in paths if p.stem in training]
+    paths.append(HERE / "questions" / "history.jsonl")
+    return [
+        {"query": json.loads(line)["query"], "unsafe": False, "lang": "", "kind": "ordinary"}
+        for path in paths
+        for line in path.read_text("utf-8").splitlines()
+        if line.strip()
+    ]
+
+
 def threshold(p: np.ndarray, y: np.ndarray, plain: np.ndarray) -> float:
     """The lowest probability that declines at most ``MAX_BENIGN`` of the benign security
     questions and at most ``MAX_ORDINARY`` of the ordinary ones (``plain``)."""
@@ -105,7 +127,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--write", action="store_true", help="save the chosen model for the retriever")
     args = ap.parse_args(argv)
     sets = {name: load(name) for name in ("train", "tune", "test")}
-    fitting = sets["train"] + sets["tune"] + ordinary(("tune", "tune2"))
+    fitting = sets["train"] + sets["tune"] + ordinary(("tune", "tune2")) + written_ordinary()
     plain = np.array([q["kind"] == "ordinary" for q in fitting])
     frozen = ordinary(("test", "test2"))
     y = np.array([int(q["unsafe"]) for q in fitting])
@@ -151,7 +173,8 @@ def main(argv: list[str]) -> int:
             bias=float(model.intercept_[0]),
             threshold=t,
             fitted_on=f"bench/questions/unsafe/train.jsonl + tune.jsonl + the tuning code bases' "
-            f"questions ({len(y)}); C {c} and the threshold chosen out of fold",
+            f"questions + the written training questions and who/when questions ({len(y)}); "
+            f"C {c} and the threshold chosen out of fold",
         )
         shipped.save(saved)
         print(f"wrote {shipped.MODEL_FILE}")
