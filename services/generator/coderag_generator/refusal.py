@@ -109,6 +109,7 @@ class Rules:
     generic: frozenset[str]
     example: tuple[str, ...]
     hedge: tuple[str, ...]
+    extensions: frozenset[str]
 
 
 def _compile(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
@@ -144,6 +145,7 @@ def rules(lang: str) -> Rules:
         generic=frozenset(w.lower() for w in data.get("absent", {}).get("generic", [])),
         example=tuple(w.lower() for w in data.get("absent", {}).get("example", [])),
         hedge=tuple(w.lower() for w in data.get("absent", {}).get("hedge", [])),
+        extensions=frozenset(e.lower() for e in data.get("absent", {}).get("extensions", [])),
     )
 
 
@@ -298,6 +300,7 @@ def named_terms(query: str) -> list[str]:
     generic = set().union(*(r.generic for r in rule_sets))
     examples = tuple(w for r in rule_sets for w in r.example)
     hedges = tuple(w for r in rule_sets for w in r.hedge)
+    extensions = frozenset(e for r in rule_sets for e in r.extensions)
     inputs = _example_spans(query)
     # a name the question also writes as an input ('session', then name=session) is one
     given = {t.group().lower() for a, b in inputs for t in _TOKEN.finditer(query[a:b])}
@@ -307,7 +310,10 @@ def named_terms(query: str) -> list[str]:
         before = query[: m.start()].rstrip()
         if (
             _LITERAL.fullmatch(term)
-            or term.isdigit()  # a count, a port or a status code: a value the question offers
+            # a count, a port, a status code, "13-character", "64-bit", 0xFF: a value
+            or term[0].isdigit()
+            or query[m.start() - 1 : m.start()] == "\\"  # an escape the question quotes: \x1b
+            or _is_file(term, extensions)
             or _QUANTITY.fullmatch(term)
             or _ADDRESS.fullmatch(term)
             or query[m.start() - 1 : m.start()] == "/"
@@ -328,6 +334,15 @@ def named_terms(query: str) -> list[str]:
         if len(term) >= 2 and (shaped or chinese) and term.lower() not in generic:
             out.append(term)
     return list(dict.fromkeys(out))
+
+
+def _is_file(term: str, extensions: frozenset[str]) -> bool:
+    """Whether a term names a file (``tax.py``, ``billing/tax.py``, ``package.json``): where to
+    look, which the retrieved units need not spell out (issue 41: file names were refused as
+    absent terms); ``Session.get`` is no file, its suffix no file extension."""
+    name = term.rsplit("/", 1)[-1]
+    stem_, dot, suffix = name.rpartition(".")
+    return bool(dot and stem_) and suffix.lower() in extensions
 
 
 def _example_spans(query: str) -> list[tuple[int, int]]:

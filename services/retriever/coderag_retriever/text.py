@@ -9,13 +9,13 @@ from functools import cache
 from importlib import resources
 
 from coderag.language import HAN_RUN, has_han
+from coderag.words import parts, stem
 from coderag_retriever import dictionary as cedict
 
 Known = Callable[[str], bool]
 """Whether a token is in a repository's code (its keyword postings hold it)."""
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # a Go receiver before its method, not a call's arguments: ``(*T).M`` but not ``f(x).y``
 _RECEIVER = r"(?<![\w)\]])\(\s*\*?\s*([A-Za-z_]\w*)\s*\)(?=\.[A-Za-z_])"
 # joined to names on both sides, so ``C# code``, ``#12``, ``a -> b`` and ``fe80::1`` stay prose
@@ -178,35 +178,13 @@ ZH_STOP = (
 
 
 def split_identifier(word: str) -> list[str]:
-    """``getHTTPResponse_code`` -> ``get http response code``."""
-    parts: list[str] = []
-    for piece in word.split("_"):
-        parts += [p.lower() for p in _CAMEL.findall(piece)]
-    return [p for p in parts if p]
+    """``getHTTPResponse_code`` -> ``get http response code`` (``coderag.words.parts``)."""
+    return parts(word)
 
 
 def qualified_names(text: str) -> str:
     """``text`` with ``T::m``, ``T#m``, ``o->m``, ``(*T).m`` and ``(T).m`` written ``T.m``."""
     return _MEMBER.sub(lambda m: m.group(1) or ".", text)
-
-
-def stem(word: str) -> str:
-    """A light English stemmer: enough to match redirects/redirect, parsing/parse, classes/class."""
-    if len(word) <= 3:
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith("es") and re.search(r"(s|x|z|ch|sh)es$", word):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            base = word[: -len(suffix)]
-            if len(base) > 3 and base[-1] == base[-2]:
-                base = base[:-1]
-            return base
-    return word
 
 
 @cache
