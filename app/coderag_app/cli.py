@@ -11,6 +11,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from coderag.settings import get_settings
 from coderag_app.commands import add_commands
@@ -108,8 +109,106 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    """Answer a question, streaming the tokens (``--json``: print /ask's JSON instead)."""
+    """Answer a question, streaming the tokens (``--json``: print /ask's JSON instead), through
+    the running server when one answers, else from the index in this data directory."""
+    from coderag_app import running
+
+    settings = get_settings()
+    url = args.url.rstrip("/") if args.url else running.find(settings)
+    if url:
+        return _ask_remote(url, args.query, args.repo, args.json)
+    if running.local_index(settings) is None:
+        print(f"error: {running.nowhere(settings, 'ask')}", file=sys.stderr)
+        return 2
     return asyncio.run(_ask(args.query, args.repo, args.json))
+
+
+class _Printer:
+    """Prints an answer as it streams and, at the end, only what the stream did not already
+    show (the answer once, not twice), then its citations."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.streamed = ""
+
+    def token(self, text: str) -> None:
+        """One streamed piece of the answer."""
+        if not self.as_json:
+            self.streamed += text
+            print(text, end="", flush=True)
+
+    def retry(self) -> None:
+        """The model is asked again: what streamed so far is not the answer."""
+        if not self.as_json:
+            self.streamed = ""
+            print("\n[retrying: the answer had no valid citation]", flush=True)
+
+    def done(self, payload: dict[str, Any]) -> None:
+        """The final answer: its JSON, or its text where the stream differs, and citations."""
+        if self.as_json:
+            print(json.dumps(payload, ensure_ascii=False, indent=2))
+            return
+        answer = str(payload.get("answer", ""))
+        shown = self.streamed.strip()
+        if shown and answer.strip().startswith(shown):
+            # what streamed is the answer's start: print only the rest (a note on routes)
+            print(answer.strip()[len(shown) :])
+        else:
+            prefix = "REFUSED: " if payload.get("refused") else ""
+            print(("\n\n" if self.streamed else "") + prefix + answer)
+        for c in payload.get("citations", []):
+            print(f"  cites {c['file']}:{c['start_line']}-{c['end_line']}")
+
+
+def _ask_remote(url: str, query: str, repo: str, as_json: bool) -> int:
+    """One question through a running server's /ask, its events streamed as they come."""
+    import httpx
+
+    _, headers = _cli_identity()
+    printer = _Printer(as_json)
+    body = {"query": query, "repo": repo}
+    try:
+        with httpx.stream(
+            "POST",
+            f"{url}/ask",
+            json=body,
+            headers={**headers, "accept": "text/event-stream"},
+            timeout=httpx.Timeout(10, read=600),
+        ) as r:
+            if r.status_code >= 400:
+                r.read()
+                print(f"error: {url}/ask answered {r.status_code}: {_detail(r)}", file=sys.stderr)
+                return 2
+            name, data = "", ""
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: "):
+                    data = line[6:]
+                elif not line and name:
+                    event = json.loads(data) if data else {}
+                    if name == "token":
+                        printer.token(str(event.get("text", "")))
+                    elif name == "retry":
+                        printer.retry()
+                    elif name == "error":
+                        print(f"error: {event.get('detail', event)}", file=sys.stderr)
+                        return 2
+                    elif name == "done":
+                        printer.done(event)
+                    name, data = "", ""
+    except httpx.HTTPError as exc:
+        print(f"error: the server at {url} stopped answering: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _detail(r: Any) -> str:
+    """An error response's ``detail``, else its text."""
+    try:
+        return str(r.json().get("detail", r.text))
+    except ValueError:
+        return str(r.text)[:500]
 
 
 def _cli_identity() -> tuple[str, dict[str, str]]:
@@ -147,24 +246,17 @@ async def _ask(query: str, repo: str, as_json: bool) -> int:
     )
     # unvalidated, so a blank or long question gets /ask's own message
     request = AskRequest.model_construct(query=query, repo=repo, session_id=None)
+    printer = _Printer(as_json)
     async for event in ask(request, asker, report_errors=True):
         if isinstance(event, Done):
-            if as_json:
-                print(json.dumps(event.payload(), ensure_ascii=False, indent=2))
-            else:
-                d = event.answer
-                print("\n\n" + ("REFUSED: " if d.refused else "") + d.answer)
-                for c in d.citations:
-                    print(f"  cites {c.file}:{c.start_line}-{c.end_line}")
+            printer.done(json.loads(json.dumps(event.payload(), default=str)))
         elif event.name == "error":
             print(f"error: {event.data['detail']}", file=sys.stderr)
             return 2
-        elif as_json:
-            continue
         elif event.name == "token":
-            print(event.data["text"], end="", flush=True)
+            printer.token(event.data["text"])
         elif event.name == "retry":
-            print("\n[retrying: the answer had no valid citation]", flush=True)
+            printer.retry()
     return 0
 
 
@@ -373,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("query")
     s.add_argument("--repo", required=True)
     s.add_argument("--json", action="store_true", help="print the answer as /ask's JSON")
+    s.add_argument("--url", help="a running coderag server (default: the one at HOST:PORT)")
     s.set_defaults(func=cmd_ask)
     s = sub.add_parser("serve", help=cmd_serve.__doc__)
     s.add_argument("--host")

@@ -98,12 +98,21 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.token:
         mcp_server.STDIO_IDENTITY["authorization"] = f"Bearer {args.token}"
     mcp_server.STDIO_IDENTITY["x-user"] = args.user or mcp_server.stdio_user()
-    if args.url:
+    from coderag_app import running
+
+    settings = get_settings()
+    url = args.url or running.find(settings)
+    if url:
         server = mcp_server.build_server(
-            lambda: httpx.AsyncClient(base_url=args.url, timeout=600), local_audit=False
+            lambda: httpx.AsyncClient(base_url=url, timeout=600), local_audit=False
         )
         anyio.run(server.run_stdio_async)
         return 0
+    if running.local_index(settings) is None:
+        # an agent starts this from its own folder: an empty data/ there answers "no repository
+        # named ..." to every call, the wrong cause (issue 43)
+        print(f"error: {running.nowhere(settings, 'mcp')}", file=sys.stderr)
+        return 2
     from coderag_app.server import create_app  # the services, only when served in-process
 
     app = create_app()
@@ -169,7 +178,11 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=cmd_health)
     s = sub.add_parser("mcp", help=cmd_mcp.__doc__)
-    s.add_argument("--url", help="a running coderag server (default: this data directory)")
+    s.add_argument(
+        "--url",
+        help="a running coderag server (default: the one at HOST:PORT, else this data "
+        "directory's index)",
+    )
     s.add_argument("--token", help="API token for that server (CODERAG_API_TOKENS)")
     s.add_argument("--user", help="user name for the audit log (default: stdio-<OS user>)")
     s.set_defaults(func=cmd_mcp)
