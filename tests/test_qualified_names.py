@@ -53,6 +53,9 @@ SPELLINGS = [
 def test_member_spellings_read_as_dotted_names() -> None:
     assert qualified_names("Type::method and ns::Type::method") == "Type.method and ns.Type.method"
     assert qualified_names("(*T).M, (T).M, T#m, $obj->m") == "T.M, T.M, T.m, $obj.m"
+    # JavaScript's prototype spelling is the method the parser names Model.save (issue 42)
+    assert qualified_names("Model.prototype.save and A.prototype.b.c") == "Model.save and A.b.c"
+    assert qualified_names("what is x.prototype for?") == "what is x.prototype for?"
     # prose and calls keep their punctuation
     for text in ("C# code", "issue #12", "a -> b", "fe80::1", "len(s).bit_length", "# Title"):
         assert qualified_names(text) == text

@@ -16,8 +16,12 @@ from tree_sitter import Node
 
 from coderag_parser.languages import EXPORTED
 
-CONTAINERS = {"class", "interface"}
-"""Definition kinds whose functions are methods."""
+CONTAINERS = {"class", "interface", "object", "namespace"}
+"""Definition kinds that hold member definitions: a unit of their header, one per member."""
+
+METHOD_CONTAINERS = {"class", "interface", "object"}
+"""Containers whose functions are methods (a namespace's functions stay functions); ``object``
+is an object literal holding functions (``const methods = { push() {} }``)."""
 
 SYMBOL_ONLY = {"constant", "variable"}
 """Definition kinds that become units only when exported, documented or long (else symbols only)."""
@@ -79,8 +83,11 @@ def find_definitions(matches: list, language: str) -> tuple[list[Definition], li
             continue
         node = caps[kind_key][0]
         kind = kind_key.split(".", 1)[1]
-        d, outer = _definition(node, kind, caps)
         key = (node.start_byte, node.end_byte)
+        seen = found.get(key)
+        if seen is not None and seen.kind == kind and seen.name == _text(caps["name"][0]):
+            continue  # an object literal matches once per function it holds: read it once
+        d, outer = _definition(node, kind, caps)
         if kind in SYMBOL_ONLY:
             row = {
                 "name": d.name,
@@ -145,15 +152,27 @@ def _nest(ordered: list[Definition]) -> list[Definition]:
         parent = stack[-1] if stack else None
         if parent is None:
             roots.append(d)
-        elif parent.kind in CONTAINERS:
+        elif parent.kind in CONTAINERS or _see_through(parent, d):
+            # a top-level variable is see-through: what an IIFE or a call's object argument
+            # defines (`var X = (function () { function X() {} ... })()`) stays a definition
             d.parent = parent
             parent.children.append(d)
         else:
-            continue  # nested in a function or constant: part of that unit
+            continue  # nested in a function or a class's field: part of that unit
         stack.append(d)
     for d in ordered:
         d.children = merge_overloads(d.children)
     return merge_overloads(roots)
+
+
+def _see_through(parent: Definition, d: Definition) -> bool:
+    """Whether ``d`` stands as a definition inside the top-level variable ``parent``: it begins
+    on a later line, in the value (C's `typedef struct T {...} U;` is one definition)."""
+    return (
+        parent.kind in SYMBOL_ONLY
+        and parent.parent is None
+        and d.node.start_point[0] > parent.node.start_point[0]
+    )
 
 
 def merge_overloads(defs: list[Definition]) -> list[Definition]:
@@ -164,7 +183,8 @@ def merge_overloads(defs: list[Definition]) -> list[Definition]:
     for d in [*defs, None]:
         if run and (d is None or d.name != run[0].name):
             last = run[-1]
-            last.kind = "method" if last.parent is not None else "function"
+            in_methods = last.parent is not None and last.parent.kind in METHOD_CONTAINERS
+            last.kind = "method" if in_methods else "function"
             last.start, last.doc = run[0].start, next((r.doc for r in run if r.doc), "")
             out.append(last)
             run = []
@@ -209,13 +229,16 @@ def _comment_doc(leading: list[Node]) -> str:
     return _doc_text("\n".join(parts))
 
 
+_DOC_OPEN = re.compile(r'^[ \t]*(?:///?|/\*\*?|\*/|\*|#|"""|\'\'\')[ \t]?', re.MULTILINE)
+_DOC_CLOSE = re.compile(r'(?:\*/|"""|\'\'\')[ \t]*$', re.MULTILINE)
+_TRAILING = re.compile(r"[ \t]+$", re.MULTILINE)
+
+
 def _doc_text(raw: str) -> str:
-    cleaned = []
-    for line in raw.splitlines():
-        line = re.sub(r'^\s*(?:///?|/\*\*?|\*/|\*|#|"""|\'\'\')\s?', "", line)
-        line = re.sub(r'(?:\*/|"""|\'\'\')\s*$', "", line)
-        cleaned.append(line.rstrip())
-    return "\n".join(cleaned).strip()[:2000]
+    # whole-text passes, not per line: JSDoc-heavy files have thousands of comment lines
+    text = "\n".join(raw.splitlines())
+    text = _DOC_CLOSE.sub("", _DOC_OPEN.sub("", text))
+    return _TRAILING.sub("", text).strip()[:2000]
 
 
 def _text(node: Node) -> str:

@@ -14,7 +14,7 @@ import bisect
 import re
 from typing import Any
 
-from coderag_parser.definitions import Definition
+from coderag_parser.definitions import METHOD_CONTAINERS, Definition
 from coderag_parser.languages import DEFAULT_EXPORTED, EXPORTED
 from coderag_parser.parsed import ParsedFile
 
@@ -44,7 +44,10 @@ def _receiver_types(d: Definition | None) -> dict[str, str]:
         parts = d.receiver.strip("()").split()
         if len(parts) >= 2:
             types[parts[0]] = parts[-1]
-    container = d.parent.name if d.parent is not None else ""
+    container = d.parent.name if d.parent is not None and d.parent.kind in METHOD_CONTAINERS else ""
+    named = d.receiver.strip("()").split()
+    if not container and len(named) == 1:
+        container = named[0].rsplit(".", 1)[-1]  # `X.prototype.m = function`: `this` is an X
     if container:
         for name in SELF_NAMES:
             types[name] = container

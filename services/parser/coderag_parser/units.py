@@ -4,7 +4,10 @@ Code units never overlap. ``definitions.py`` finds what a reader would call the 
 from its doc comment to its end, overload signatures merged). Functions, methods, and documented
 or multi-line top-level constants are units of their own (nested functions stay in their parent);
 a class becomes a unit of its header (up to its first member) plus a summary of its public
-methods; whatever lines remain (module code, undocumented fields between methods) become
+methods, and so do an interface, a TypeScript namespace or ambient module (``namespace A`` holds
+``A.f``) and an object literal holding functions (``const methods = { push() {} }`` holds
+``methods.push``); a top-level variable holding definitions (an IIFE) is cut between them, so
+they stay units; whatever lines remain (module code, undocumented fields between methods) become
 blank-line blocks. Functions over ``SPLIT_LINES`` are split into parts; files without a grammar,
 or whose parse finds nothing, become blank-line blocks. ``facts.py`` adds each unit's facts."""
 
@@ -15,7 +18,13 @@ import re
 from tree_sitter import QueryCursor
 
 from coderag.schemas import Unit
-from coderag_parser.definitions import CONTAINERS, SYMBOL_ONLY, Definition, find_definitions
+from coderag_parser.definitions import (
+    CONTAINERS,
+    METHOD_CONTAINERS,
+    SYMBOL_ONLY,
+    Definition,
+    find_definitions,
+)
 from coderag_parser.facts import DEPRECATED_MARKERS, collect_facts
 from coderag_parser.languages import has_grammar, load_query, parser
 from coderag_parser.parsed import ParsedFile
@@ -76,20 +85,28 @@ def _symbol_rows(defs: list[Definition], scope: tuple[str, ...] = ()) -> list[di
     rows = []
     for d in defs:
         if d.kind in SYMBOL_ONLY:
-            continue  # the query's own symbol rows name every constant of a group
-        in_container = d.parent is not None and d.parent.kind in CONTAINERS
-        kind = "method" if in_container and d.kind not in CONTAINERS else d.kind
+            # the query's own symbol rows name every constant of a group; what a top-level
+            # variable holds (an IIFE's definitions) is named as if it stood alone
+            rows += _symbol_rows(d.children, scope)
+            continue
+        qualified = _qualify(d, list(scope))
         rows.append(
             {
                 "name": d.name,
-                "qualified": _qualify(d, list(scope)),
-                "kind": kind,
+                "qualified": qualified,
+                "kind": _member_kind(d),
                 "start_line": d.start + 1,
                 "end_line": d.end + 1,
             }
         )
-        rows += _symbol_rows(d.children, (*scope, d.name))
+        rows += _symbol_rows(d.children, (qualified,))
     return rows
+
+
+def _member_kind(d: Definition) -> str:
+    """A definition's kind, ``method`` for a function of a class, interface or object."""
+    in_methods = d.parent is not None and d.parent.kind in METHOD_CONTAINERS
+    return "method" if in_methods and d.kind not in CONTAINERS | SYMBOL_ONLY else d.kind
 
 
 def _code_units(
@@ -141,14 +158,28 @@ def _code_units(
             emit(d.kind, symbol, start, header_end, d, text)
             for child in d.children:
                 if child.start > header_end:
-                    walk(child, [*scope, d.name])
+                    walk(child, [symbol])  # `Base.cursor = {...}`'s members are Base.cursor's
             return
-        in_container = d.parent is not None and d.parent.kind in CONTAINERS
-        kind = d.kind if d.kind in SYMBOL_ONLY else "method" if in_container else d.kind
+        kind = _member_kind(d)
+        if d.kind in SYMBOL_ONLY and d.children:
+            # a variable holding definitions (an IIFE) is cut between them, not across them:
+            # each definition is its own unit, the variable's own lines around them its units
+            own = _segments(lines, d.start, d.end, [(c.start, c.end) for c in d.children])
+            ranges = [
+                r
+                for s, e in own
+                for r in (_split(lines, s, e, True) if e - s >= SPLIT_LINES else [(s, e)])
+            ]
+            for part, (s, e) in enumerate(ranges, start=1):
+                emit(kind, symbol if len(ranges) == 1 else f"{symbol}[part {part}]", s, e, d)
+            for child in d.children:
+                walk(child, scope)
+            return
         if d.end - d.start + 1 <= SPLIT_LINES:
             emit(kind, symbol, d.start, d.end, d)
             return
-        for part, (s, e) in enumerate(_split(lines, d.start, d.end), start=1):
+        literal = d.kind in SYMBOL_ONLY
+        for part, (s, e) in enumerate(_split(lines, d.start, d.end, literal), start=1):
             emit(kind, f"{symbol}[part {part}]", s, e, d)
 
     for d in defs:
@@ -195,8 +226,23 @@ def _qualify(d: Definition, scope: list[str]) -> str:
     return ".".join([*scope, d.name])
 
 
-def _split(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
-    """Cut a long function into parts of about PART_LINES, at blank lines where possible."""
+def _split(lines: list[str], start: int, end: int, members: bool = False) -> list[tuple[int, int]]:
+    """Cut a long function or block into parts of about PART_LINES, at blank lines where
+    possible; with ``members`` (a long literal: an object's keys, a table's rows) between its
+    first-level members (the lines at the least indentation inside it) where possible,
+    preferring a blank line there."""
+    member = min((_indent(lines[r]) for r in range(start + 1, end) if lines[r].strip()), default=0)
+
+    def opens_member(row: int) -> bool:
+        text = lines[row]
+        return bool(text.strip()) and _indent(text) == member and text.lstrip()[0] not in ")]}"
+
+    def before_member(row: int) -> bool:
+        return row < end and opens_member(row + 1)
+
+    def blank(row: int) -> bool:
+        return not lines[row].strip()
+
     parts: list[tuple[int, int]] = []
     s = start
     while s <= end:
@@ -204,13 +250,46 @@ def _split(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
         if end - e < PART_LINES // 4:
             e = end
         else:
-            for row in range(e, s + PART_LINES // 2, -1):
-                if not lines[row].strip():
+            window = range(e, s + PART_LINES // 2, -1)
+            tries = (lambda r: blank(r) and before_member(r), before_member, blank)
+            for fits in tries if members else (blank,):
+                row = next((r for r in window if fits(r)), None)
+                if row is not None:
                     e = row
                     break
         parts.append((s, e))
         s = e + 1
     return parts
+
+
+def _segments(
+    lines: list[str], start: int, end: int, taken: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The runs of rows from ``start`` to ``end`` outside the ``taken`` ranges, trimmed of blank
+    rows, that hold a word (a lone ``})();`` carries nothing to search for)."""
+    free = [True] * (end - start + 1)
+    for s, e in taken:
+        for row in range(max(s, start), min(e, end) + 1):
+            free[row - start] = False
+    runs: list[tuple[int, int]] = []
+    row = start
+    while row <= end:
+        if not free[row - start] or not lines[row].strip():
+            row += 1
+            continue
+        s = row
+        while row <= end and free[row - start]:
+            row += 1
+        e = row - 1
+        while not lines[e].strip():
+            e -= 1
+        if re.search(r"\w{2,}", " ".join(lines[s : e + 1])):
+            runs.append((s, e))
+    return runs
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def _blocks(

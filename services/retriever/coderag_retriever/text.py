@@ -20,7 +20,9 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _RECEIVER = r"(?<![\w)\]])\(\s*\*?\s*([A-Za-z_]\w*)\s*\)(?=\.[A-Za-z_])"
 # joined to names on both sides, so ``C# code``, ``#12``, ``a -> b`` and ``fe80::1`` stay prose
 _MEMBER_OP = r"(?<=\w)(?:::|->|#)(?=[A-Za-z_])"
-_MEMBER = re.compile(f"{_RECEIVER}|{_MEMBER_OP}")
+# JavaScript's ``X.prototype.m`` is the method the parser names ``X.m``
+_PROTOTYPE = r"(?<=\w)\.prototype(?=\.[A-Za-z_$])"
+_MEMBER = re.compile(f"{_RECEIVER}|{_MEMBER_OP}|{_PROTOTYPE}")
 
 STOP_WORDS = frozenset(
     [
@@ -183,8 +185,9 @@ def split_identifier(word: str) -> list[str]:
 
 
 def qualified_names(text: str) -> str:
-    """``text`` with ``T::m``, ``T#m``, ``o->m``, ``(*T).m`` and ``(T).m`` written ``T.m``."""
-    return _MEMBER.sub(lambda m: m.group(1) or ".", text)
+    """``text`` with ``T::m``, ``T#m``, ``o->m``, ``(*T).m``, ``(T).m`` and
+    ``T.prototype.m`` written ``T.m``."""
+    return _MEMBER.sub(lambda m: m.group(1) or ("" if m.group(0) == ".prototype" else "."), text)
 
 
 @cache
