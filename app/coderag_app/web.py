@@ -19,6 +19,7 @@ ASSETS = {
     "app.js": "text/javascript",
     "i18n.js": "text/javascript",
     "highlight.js": "text/javascript",
+    "markdown.js": "text/javascript",
     "app.css": "text/css",
 }
 """Files served under /static/, by name (a fixed list, so no path reaches the disk unchecked)."""

@@ -1,7 +1,7 @@
 // The coderag page: repositories, search, chat over server-sent events, and a file view.
 "use strict";
 const $ = (sel) => document.querySelector(sel);
-const state = { repos: [], session: newSessionId(), poll: null };
+const state = { repos: [], session: newSessionId(), poll: null, health: {} };
 
 function newSessionId() {
   return "web-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 10);
@@ -53,6 +53,10 @@ function fillRefs(keep) {
       (stateOf(x) === "ready" ? "" : ` (${stateOf(x) === "filling" ? t("filling") : x.status}${x.error ? ": " + x.error : ""})`))));
   select.value = keep && refs.some((x) => x.ref === keep) ? keep : "";
   state.refsOf = repo;
+  $("#freshness").textContent = freshnessLine(repo, currentRef());
+  // HEAD is asked once per indexed commit (health walks the tree), never while it indexes
+  const known = state.health[repo];
+  if (info && info.commit && info.status === "ready" && (known === undefined || (known && known.seen !== info.commit))) loadHealth(repo, info.commit);
 }
 
 // ---- repositories ----
@@ -97,6 +101,7 @@ async function showHealth(name) {
 }
 
 async function reindex(name) {
+  delete state.health[name];
   try { await api("POST", `/repos/${encodeURIComponent(name)}/reindex`); $("#repo-msg").textContent = t("reindexed", name); }
   catch (e) { $("#repo-msg").textContent = t("error", e.message); }
   loadRepos();
@@ -121,6 +126,7 @@ $("#register").addEventListener("submit", async (ev) => {
   fillRefs("");
 });
 $("#repo-select").addEventListener("change", () => fillRefs(""));
+$("#ref-select").addEventListener("change", () => { $("#freshness").textContent = freshnessLine(currentRepo(), currentRef()); });
 
 // ---- search ----
 function fileLink(repo, ref, file, start, end, label) {
@@ -147,15 +153,44 @@ async function search(q, push = true) {
         el("span", { class: "meta" }, `${h.kind} · ${h.language}` + (h.last_commit ? ` · ${h.last_commit.slice(0, 8)}` : "") +
           (h.last_author ? " · " + t("by", h.last_author) : ""))),
       pre));
-    showSnippet(pre, repo, ref, h);
+    showSnippet(pre, repo, ref, h, q);
   }
 }
 
-async function showSnippet(pre, repo, ref, h) {
-  const end = Math.min(h.end_line, h.start_line + 14);
+// A hit's snippet opens at the lines that answer: the SNIPPET_LINES of the unit that hold most
+// of the query's words (its head when none does), those lines marked; the rest is a click away.
+const SNIPPET_LINES = 15;
+const STOP = new Set("the and for are how what where when who which does did this that with from into its not can".split(" "));
+const queryWords = (q) => [...new Set((q.toLowerCase().match(/[\p{L}\p{N}_]{3,}/gu) || []))].filter((w) => !STOP.has(w));
+
+function bestWindow(lines, words, size) {
+  if (lines.length <= size || !words.length) return [0, Math.min(lines.length, size)];
+  const score = lines.map((line) => { const l = line.toLowerCase(); return words.filter((w) => l.includes(w)).length; });
+  let best = 0, bestSum = -1, sum = 0;
+  for (let i = 0; i < lines.length; i++) {
+    sum += score[i] - (i >= size ? score[i - size] : 0);
+    if (i >= size - 1 && sum > bestSum) { bestSum = sum; best = i - size + 1; }
+  }
+  return bestSum > 0 ? [best, best + size] : [0, size];
+}
+
+async function showSnippet(pre, repo, ref, h, q = "") {
+  const end = Math.min(h.end_line, h.start_line + 399);
   try {
     const r = await api("GET", `/repos/${encodeURIComponent(repo)}/file?` + new URLSearchParams(withRef(ref, { path: h.file, start: h.start_line, end })));
-    renderCode(pre, r.lines, r.start_line, r.language);
+    const words = queryWords(q), [a, b] = bestWindow(r.lines, words, SNIPPET_LINES);
+    const shown = r.lines.slice(a, b), first = r.start_line + a;
+    // mark the lines holding most of the query's words, not every line with one of them
+    const counts = shown.map((line) => words.filter((w) => line.toLowerCase().includes(w)).length);
+    const top = Math.max(0, ...counts);
+    const hits = top ? counts.map((c, i) => (c === top ? first + i : 0)).filter(Boolean) : [];
+    renderCode(pre, shown, first, r.language);
+    for (const n of hits) { const ln = pre.querySelector(`[data-n="${n}"]`); if (ln) ln.classList.add("mark"); }
+    pre.dataset.first = first;
+    if (h.end_line - h.start_line + 1 > shown.length) {
+      pre.after(el("div", { class: "snippet-more" }, fileLink(repo, ref, h.file, h.start_line, h.end_line,
+        t("wholeUnit", h.end_line - h.start_line + 1))));
+    }
   } catch (e) { pre.textContent = e.message; }
 }
 
@@ -177,7 +212,7 @@ async function openFile(repo, ref, file, start, end, push = true) {
   const editor = $("#file-editor");
   editor.hidden = !r.local_path;
   if (r.local_path) editor.href = "vscode://file" + encodeURI(r.local_path.startsWith("/") ? r.local_path : "/" + r.local_path) + ":" + start;
-  const target = document.getElementById("L" + start);
+  const target = pre.querySelector(`[data-n="${start}"]`);
   if (target) target.scrollIntoView({ block: "center" });
   pre.focus();
 }
@@ -191,33 +226,77 @@ $("#file-view").addEventListener("close", () => {
 // ---- chat ----
 const CITATION = /(?:FILE:\s*)?([\w.\/@+-]+\.[\w]+|[\w.\/@+-]+):(\d+)-(\d+)/g;
 
-function renderAnswer(node, text, repo, ref) {
-  node.replaceChildren();
+// The nodes of a plain run of answer text: each citation a link that opens the file view there,
+// and, on the repository's own branch of a local repository, a link into the editor beside it.
+function linkCitations(text, repo, ref) {
+  const out = [], info = repoInfo(repo);
   let last = 0;
   for (const m of text.matchAll(CITATION)) {
-    node.append(text.slice(last, m.index));
-    const info = repoInfo(repo);
-    node.append(fileLink(repo, ref, m[1], m[2], m[3], m[0]));
+    if (m.index > last) out.push(text.slice(last, m.index));
+    out.push(fileLink(repo, ref, m[1], m[2], m[3], m[0]));
     if (info && info.path && !ref) {  // the working tree holds the repository's own branch
       const path = info.path.replace(/\/$/, "") + "/" + m[1];
-      node.append(" ", el("a", { href: "vscode://file" + encodeURI(path) + ":" + m[2], class: "editor-link", title: t("editor") }, "↗"));
+      out.push(" ", el("a", { href: "vscode://file" + encodeURI(path) + ":" + m[2], class: "editor-link", title: t("editor") }, "↗"));
     }
     last = m.index + m[0].length;
   }
-  node.append(text.slice(last));
+  if (last < text.length) out.push(text.slice(last));
+  return out;
 }
+
+function renderAnswer(node, text, repo, ref) {
+  renderMarkdown(node, text, (run) => linkCitations(run, repo, ref));
+}
+
+// Citations whose lines the answer does not quote in a code block get a snippet of those lines
+// below it (at most EVIDENCE_LINES, the rest one click away in the file view).
+const EVIDENCE_LINES = 20;
+function showEvidence(box, answerNode, citations, repo, ref) {
+  const quoted = new Set([...answerNode.querySelectorAll("pre.md-code")].map((pre) => {
+    const prev = pre.previousElementSibling, links = prev ? prev.querySelectorAll("a.file-link") : [];
+    const a = links[links.length - 1];
+    return a ? `${a.dataset.file}:${a.dataset.start}-${a.dataset.end}` : "";
+  }));
+  const rest = citations.filter((c) => !quoted.has(`${c.file}:${c.start_line}-${c.end_line}`)).slice(0, 5);
+  box.replaceChildren();
+  box.hidden = !rest.length;
+  if (!rest.length) return;
+  box.append(el("h3", {}, t("evidence")));
+  for (const c of rest) {
+    const pre = el("pre", { class: "code" }), shown = Math.min(c.end_line, c.start_line + EVIDENCE_LINES - 1);
+    const more = c.end_line > shown ? " " + t("moreLines", c.end_line - shown) : "";
+    box.append(el("div", { class: "evidence-item" },
+      el("div", { class: "hit-head" }, fileLink(repo, ref, c.file, c.start_line, c.end_line),
+        el("span", { class: "meta" }, (c.last_commit ? t("lastChange", c.last_commit.slice(0, 8), c.last_author || "?",
+          (c.last_date || "").slice(0, 10)) : "") + more)),
+      pre));
+    api("GET", `/repos/${encodeURIComponent(repo)}/file?` + new URLSearchParams(withRef(ref, { path: c.file, start: c.start_line, end: shown })))
+      .then((r) => renderCode(pre, r.lines, r.start_line, r.language))  // all cited: no marks
+      .catch((e) => { pre.textContent = e.message; });
+  }
+}
+
+// Why an answer was decided without the model or refused, in words (AskResponse.reason).
+function reasonWords(reason) {
+  const key = "reason_" + reason;
+  return reason && t(key) !== key ? t(key) : "";
+}
+
+const seconds = (ms) => (ms / 1000).toFixed(ms < 10000 ? 1 : 0);
 
 async function ask(question) {
   const repo = currentRepo(), ref = currentRef();
   if (!repo) return;
   const stages = el("ul", { class: "stages" }), answer = el("div", { class: "answer" });
-  const turn = el("div", { class: "turn" }, el("div", { class: "q" }, question), stages, answer);
+  const evidence = el("div", { class: "evidence", hidden: "" });
+  const turn = el("div", { class: "turn" }, el("div", { class: "q" }, question), stages, answer, evidence);
   $("#turns").append(turn);
   const stage = (text, cls) => { const li = el("li", { class: cls }, text); stages.append(li); return li; };
-  let tokens = 0, tokenLine = null, streamed = "";
+  let writing = null, streamed = "", found = 0;
+  const searching = stage(t("searching"), "stage-search");
   const r = await fetch("/ask", { method: "POST", headers: { ...headers(), Accept: "text/event-stream" },
     body: JSON.stringify(withRef(ref, { query: question, repo, session_id: state.session })) });
-  if (!r.ok) { const d = await r.json().catch(() => ({})); stage(t("error", d.detail || r.statusText), "error"); return; }
+  if (!r.ok) { const d = await r.json().catch(() => ({})); searching.remove(); stage(t("error", d.detail || r.statusText), "error"); return; }
   const reader = r.body.getReader(), decoder = new TextDecoder();
   let buf = "";
   for (;;) {
@@ -230,25 +309,54 @@ async function ask(question) {
       const name = (block.match(/^event: (.*)$/m) || [])[1];
       const data = JSON.parse((block.match(/^data: (.*)$/m) || [, "{}"])[1]);
       if (name === "retrieval") {
-        const li = stage(t("retrieval", data.results.length), "stage-retrieval");
+        searching.remove();
+        found = data.results.length;
+        const li = stage(found ? t("retrieval", found) : t("retrievalNone"), "stage-retrieval");
         const hits = el("ol", {});
         for (const h of data.results.slice(0, 5)) hits.append(el("li", {}, fileLink(repo, ref, h.file, h.start_line, h.end_line), " " + h.symbol));
-        li.append(hits);
+        if (found) li.append(el("details", {}, el("summary", {}, t("bestPlaces", Math.min(5, found))), hits));
       } else if (name === "prompt") stage(t("prompt", data.input_tokens, data.window), "stage-prompt");
       else if (name === "retry") { stage(t("retry"), "stage-retry"); streamed = ""; }
       else if (name === "token") {
-        tokens += 1; streamed += data.text;
-        tokenLine = tokenLine || stage("", "stage-tokens");
-        tokenLine.textContent = t("tokens", tokens);
-        answer.textContent = streamed;
+        streamed += data.text;
+        writing = writing || stage(t("writing"), "stage-writing");
+        renderAnswer(answer, streamed, repo, ref);
       } else if (name === "done") {
-        stage(t("done", data.took_ms) + (data.refused ? " · " + t("refused") : ""), "stage-done");
+        if (writing) writing.remove();
+        searching.remove();
+        const why = reasonWords(data.reason);
+        const head = data.refused ? t("declined", seconds(data.took_ms)) : t("done", seconds(data.took_ms));
+        const done = stage(head + (why ? " — " + why : ""), "stage-done" + (data.refused ? " refused" : ""));
+        const source = freshnessLine(repo, ref, true);
+        if (source) done.append(el("span", { class: "freshness" }, " · " + source));
         answer.classList.toggle("refused", data.refused);
         renderAnswer(answer, data.answer, repo, ref);
+        showEvidence(evidence, answer, data.citations || [], repo, ref);
       } else if (name === "error") stage(t("error", data.detail), "error");
     }
   }
   turn.scrollIntoView({ block: "nearest" });
+}
+
+// Which commit the index answers from, and whether HEAD has moved since (GET /repos/NAME/health);
+// `short` for an answer's stage line.
+function freshnessLine(repo, ref, short = false) {
+  const info = repoInfo(repo), health = state.health[repo];
+  const target = ref ? ((info && info.refs) || []).find((x) => x.ref === ref) : info;
+  const commit = target && target.commit;
+  if (!commit) return "";
+  let line = short ? t("answeredFrom", commit.slice(0, 8))
+    : t("indexedAt", commit.slice(0, 8), (target.indexed_at || "").slice(0, 16).replace("T", " "));
+  const head = health && health.head_commit;
+  if (!ref && head && !head.startsWith(commit) && !commit.startsWith(head)) line += " " + t("behind", head.slice(0, 8));
+  return line;
+}
+
+async function loadHealth(repo, commit) {
+  state.health[repo] = null;  // one request at a time
+  try { state.health[repo] = { ...(await api("GET", `/repos/${encodeURIComponent(repo)}/health`)), seen: commit }; }
+  catch (e) { state.health[repo] = { seen: commit }; }
+  $("#freshness").textContent = freshnessLine(currentRepo(), currentRef());
 }
 
 $("#ask-form").addEventListener("submit", (ev) => {

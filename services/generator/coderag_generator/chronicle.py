@@ -1,10 +1,13 @@
-"""Who/when answers (X7) from the repository's history over the units found: the commits that
-changed them in the question's time window, newest first, with short hash, author, date, subject
-and the changed lines; or a plain statement that no commit in the window changed them (with the
-last change before it), or that the repository has no history."""
+"""Who/when answers (X7) from the repository's history over what the question names: a path
+(``src/foo.py``, ``cors.py``, a folder) or a subsystem named by its file ("the routing code")
+is answered about its whole files, a symbol about its unit, anything else about the units found;
+the commits that changed them in the question's time window, newest first, with short hash,
+author, date, subject and the changed lines; or a plain statement that no commit in the window
+changed them (with the last change before it), or that the repository has no history."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -13,7 +16,7 @@ from typing import Any
 
 from coderag.schemas import CommitFact, HistoryResponse, Hit, LineRange, RangeChange
 from coderag_generator.evidence import is_doc, support
-from coderag_generator.window import Window, subject
+from coderag_generator.window import Window, named_paths, subject
 
 MAX_UNITS = 3
 """Units whose history one answer reports."""
@@ -24,6 +27,15 @@ MAX_COMMITS = 5
 SIMILARITY_MARGIN = 0.03
 """A runner-up joins the best unit only when its similarity is this close to the best."""
 
+
+WHOLE_FILE = 1_000_000_000
+"""The end line asked for a whole file: the history route answers up to the file's last line."""
+
+FILE_TARGET = "file history"
+"""The ``kind`` of a whole-file target, which no unit has."""
+
+_IDENT = re.compile(r"`([^`]+)`|([A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_]\w*)*)(?:\(\))?")
+_NAME_PARTS = re.compile(r"\.|::")
 
 NO_HISTORY = "no_history"
 """The ``reason`` of a who/when question asked of a repository without history."""
@@ -47,12 +59,92 @@ def phrases(lang: str) -> dict[str, Any]:
 
 
 def targets(query: str, hits: list[Hit]) -> list[Hit]:
-    """The units the question is about: the best code hit, and a runner-up among the next two
-    that mentions at least as much of the question and is nearly as similar."""
+    """What the question is about, most specific first: the files of a path it names (a named
+    path no hit is in is still asked, as written), the units of a symbol it names, the files
+    whose name or folder is a word of it ("routing" names ``routing.py``); else the best code
+    hit, and a runner-up among the next two that mentions at least as much of the question and
+    is nearly as similar."""
+    about = subject(query)
+    words = about
+    for path in named_paths(query):  # "cors.py" names a file, not a symbol "py"
+        words = words.replace(path, " ")
+    return (
+        _named_files(query, hits)
+        or _named_units(words, hits)
+        or _subsystem_files(words, hits)
+        or _best_units(about, hits)
+    )
+
+
+def whole_file(path: str, like: Hit | None = None) -> Hit:
+    """A target standing for all of ``path``."""
+    return Hit(
+        file=path,
+        start_line=1,
+        end_line=WHOLE_FILE,
+        symbol=path,
+        kind=FILE_TARGET,
+        language=like.language if like else "",
+        score=like.score if like else 0.0,
+    )
+
+
+def _in_path(file: str, path: str) -> bool:
+    """Whether ``file`` is ``path``, ends with it after a folder, or lies in folder ``path``."""
+    path = path.strip("/")
+    return file == path or file.endswith("/" + path) or file.startswith(path + "/")
+
+
+def _files(hits: list[Hit]) -> list[tuple[str, Hit]]:
+    """Each code file of ``hits`` once, in rank order, with its best hit."""
+    seen: dict[str, Hit] = {}
+    for h in hits:
+        if not is_doc(h):
+            seen.setdefault(h.file, h)
+    return list(seen.items())
+
+
+def _named_files(query: str, hits: list[Hit]) -> list[Hit]:
+    out: list[Hit] = []
+    files = _files(hits)
+    for path in named_paths(query):
+        found = [whole_file(f, h) for f, h in files if _in_path(f, path)]
+        if not found and "/" in path.strip("/") and "." in path.rsplit("/", 1)[-1]:
+            found = [whole_file(path)]  # the history route knows whether the file is there
+        out += [t for t in found if t.file not in {o.file for o in out}]
+    return out[:MAX_UNITS]
+
+
+def _named_units(about: str, hits: list[Hit]) -> list[Hit]:
+    """Units whose symbol the question writes out: whole (``App.route``) before by last part."""
+    code = [h for h in hits if h.kind != "file" and not is_doc(h)]
+    names = [m.group(1) or m.group(2) for m in _IDENT.finditer(about)]
+    exact = [h for h in code if h.symbol in names]
+    if exact:
+        return exact[:MAX_UNITS]
+    coded = [n for n in names if "_" in n or "." in n or "::" in n or n[1:] != n[1:].lower()]
+    tails = {_NAME_PARTS.split(n)[-1] for n in coded}
+    by_tail = [h for h in code if _NAME_PARTS.split(h.symbol)[-1] in tails]
+    return by_tail[:MAX_UNITS]
+
+
+def _subsystem_files(about: str, hits: list[Hit]) -> list[Hit]:
+    """Whole files whose name (without extension) or one of whose folders is a word of the
+    question, in rank order."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z_][\w-]{2,}", about)}
+    out: list[Hit] = []
+    for f, h in _files(hits):
+        parts = f.lower().split("/")
+        stem = parts[-1].rsplit(".", 1)[0]
+        if stem in words or words & set(parts[:-1]):
+            out.append(whole_file(f, h))
+    return out[:MAX_UNITS]
+
+
+def _best_units(about: str, hits: list[Hit]) -> list[Hit]:
     code = [h for h in hits if not is_doc(h) and h.kind != "file"][:3] or hits[:1]
     if not code:
         return []
-    about = subject(query)
     best = code[0]
     floor = (best.similarity or 0.0) - SIMILARITY_MARGIN
     out = [best]
@@ -78,15 +170,36 @@ def _spans(spans: list[list[int]]) -> str:
     return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans)
 
 
+def _spans_of(units: list[Hit], history: HistoryResponse) -> list[tuple[str, int, int]]:
+    """Each target's file and lines as the history route answered them: a whole file's end is
+    its last line there (``WHOLE_FILE`` still when the file is not in the repository)."""
+    out = []
+    for i, u in enumerate(units):
+        r = history.ranges[i] if i < len(history.ranges) else None
+        if r is not None and r.file == u.file and r.start_line == u.start_line:
+            out.append((u.file, u.start_line, r.end_line))
+        else:
+            out.append((u.file, u.start_line, u.end_line))
+    return out
+
+
+def _what(p: dict[str, Any], u: Hit, span: tuple[str, int, int]) -> str:
+    if u.kind == FILE_TARGET:
+        return p["file"].format(file=u.file)
+    return p["what"].format(symbol=u.symbol, place=f"{u.file}:{span[1]}-{span[2]}")
+
+
 def compose(units: list[Hit], history: HistoryResponse, win: Window | None, lang: str) -> str:
-    """The answer text, with one citation anchor per unit reported."""
+    """The answer text, with one citation anchor per unit reported; whole files are cited over
+    the lines the history route found in them."""
     p = phrases(lang)
-    what = p["and"].join(
-        p["what"].format(symbol=u.symbol, place=f"{u.file}:{u.start_line}-{u.end_line}")
-        for u in units
-    )
+    spans = _spans_of(units, history)
+    what = p["and"].join(_what(p, u, s) for u, s in zip(units, spans, strict=True))
     if not history.has_history:
         return p["no_history"].format(what=what)
+    missing = [u.file for u, s in zip(units, spans, strict=True) if s[2] >= WHOLE_FILE]
+    if missing and len(missing) == len(units):
+        return p["no_file"].format(file=p["and"].join(f"`{f}`" for f in missing))
     commits: dict[str, RangeChange] = {}
     where: dict[str, list[str]] = {}
     last: CommitFact | None = None
@@ -123,6 +236,21 @@ def compose(units: list[Hit], history: HistoryResponse, win: Window | None, lang
                 commit=last.commit, author=last.author, date=_day(last.date), summary=last.summary
             )
         lines = [text]
-    for u in units:
-        lines.append(p["cite"].format(file=u.file, start=u.start_line, end=u.end_line))
+    for i, (file, start, end) in enumerate(spans):
+        if end >= WHOLE_FILE:
+            continue
+        if units[i].kind == FILE_TARGET and win is None:
+            # the file's newest commit touched nothing after it, so its lines are today's: the
+            # lines that answer "who last changed it" come before the whole file
+            for a, b in _newest_lines(history, i, end):
+                lines.append(p["cite"].format(file=file, start=a, end=b))
+        lines.append(p["cite"].format(file=file, start=start, end=end))
     return "\n".join(lines)
+
+
+def _newest_lines(history: HistoryResponse, i: int, end: int) -> list[tuple[int, int]]:
+    """The first few line spans the newest commit of range ``i`` changed, within ``1..end``."""
+    if i >= len(history.ranges) or not history.ranges[i].changes:
+        return []
+    spans = history.ranges[i].changes[0].ranges
+    return [(a, min(b, end)) for a, b in spans[:MAX_UNITS] if 1 <= a <= end][:MAX_UNITS]

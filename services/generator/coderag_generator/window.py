@@ -36,6 +36,14 @@ _HISTORY_WORDS = re.compile(
     r"哪个|在哪里|以来|之前|以后|之后|天|周|个月|年|内|过|了|的|？|\?",
     re.IGNORECASE,
 )
+_PATH = re.compile(
+    r"(?<![\w./-])((?:[\w.-]+/)+[\w.-]*|[\w-]+(?:\.[\w-]+)*\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|go|rs|"
+    r"java|kt|c|h|cc|cpp|hpp|cs|rb|php|swift|scala|sh|sql|md|rst|txt|toml|ya?ml|json|cfg|ini))"
+    r"(?![\w/])",
+    re.IGNORECASE,
+)
+"""A path the question names: one with a folder (``src/foo.py``, ``starlette/middleware/``) or a
+file name with a source or text extension (``cors.py``)."""
 _N = r"(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|一|两|二|三|四|五|六|七|八|九|十)"
 _NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -135,9 +143,25 @@ def window(query: str, now: datetime) -> Window | None:
     return None
 
 
+def named_paths(query: str) -> list[str]:
+    """The paths the question names, as written (a trailing ``/`` and ``./`` dropped)."""
+    out: list[str] = []
+    for m in _PATH.finditer(query):
+        path = m.group(1).rstrip("/.").removeprefix("./")
+        if path.startswith(("http:", "https:")) or not path.strip("/."):
+            continue
+        if path not in out:
+            out.append(path)
+    return out
+
+
 def subject(query: str) -> str:
-    """The question without its who/when and time words: what to search the code for."""
-    rest = _DATE.sub(" ", _RELATIVE.sub(" ", query))
+    """The question without its who/when and time words: what to search the code for; a path it
+    names is kept whole ("src/history/log.py" keeps its "history" and "log")."""
+    paths = named_paths(query)
+    rest = _PATH.sub(" ", query) if paths else query
+    rest = _DATE.sub(" ", _RELATIVE.sub(" ", rest))
     rest = _HISTORY_WORDS.sub(" ", rest)
+    rest = " ".join([*paths, rest])
     rest = " ".join(rest.split())
     return rest if len(rest) >= 3 else query

@@ -14,7 +14,14 @@ from fastapi import APIRouter
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.errors import InvalidInput
 from coderag.responses import errors
-from coderag.schemas import CommitFact, HistoryRequest, HistoryResponse, RangeChange, RangeHistory
+from coderag.schemas import (
+    CommitFact,
+    HistoryRequest,
+    HistoryResponse,
+    LineRange,
+    RangeChange,
+    RangeHistory,
+)
 from coderag_parser import gitsync, trees
 
 MAX_LOG = 20
@@ -26,6 +33,29 @@ _ERRORS = (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathErr
 
 def _iso(stamp: int) -> str:
     return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def line_count(root: Path, path: str) -> int | None:
+    """Lines of ``path`` in the work tree as git counts them; None when it is not a regular file
+    inside ``root`` (a link out of the repository is not read)."""
+    base = root.resolve()
+    try:
+        target = (base / path).resolve()
+        if not target.is_relative_to(base) or not target.is_file():
+            return None
+        data = target.read_bytes()
+    except OSError:
+        return None
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def clamp(root: Path, r: LineRange) -> LineRange:
+    """``r`` with an end past the file's last line brought back to it (a who/when question about
+    a whole file asks for lines ``1..`` a large number); unchanged when the file is unknown."""
+    lines = line_count(root, r.file)
+    if lines is None or r.end_line <= lines or r.start_line > lines:
+        return r
+    return r.model_copy(update={"end_line": lines})
 
 
 def has_history(root: Path) -> bool:
@@ -56,7 +86,8 @@ def changed_lines(diff: str) -> list[list[int]]:
     in_hunk = False
     for text in diff.splitlines():
         if m := _HUNK.match(text):
-            line, in_hunk = int(m.group(1)), True
+            # a hunk with no post-image lines (-U0's pure deletion) names the line before it
+            line, in_hunk = int(m.group(1)) + (m.group(2) == "0"), True
         elif not in_hunk or text.startswith(("+++", "---")):
             continue
         elif text.startswith("+"):
@@ -85,8 +116,11 @@ def changes(
 ) -> list[RangeChange]:
     """Commits that changed lines ``start..end`` of ``path`` (as they are now), newest first, whose
     author date lies in ``[since, until)``; each with the ranges its diff changed there."""
+    whole = start == 1 and end == line_count(root, path)
+    # a whole file's history is its log with patches: the same commits and hunks as -L over all
+    # its lines (no context lines needed), without -L's line tracking, slow on long histories
+    where = ["-p", "-U0", "--follow", "--", path] if whole else [f"-L{start},{end}:{path}"]  # last
     args = [
-        f"-L{start},{end}:{path}",
         "--no-textconv",
         "--no-ext-diff",
         "--format=%x1e%H%x1f%an%x1f%at%x1f%s",
@@ -95,7 +129,7 @@ def changes(
     if since is not None:  # committer date >= author date, so this only narrows the walk
         args.append(f"--since={int(since.timestamp())}")
     try:
-        out = gitsync.open_repo(root).git.log(*args)
+        out = gitsync.open_repo(root).git.log(*args, *where)
     except _ERRORS:
         return []
     found: list[RangeChange] = []
@@ -133,13 +167,15 @@ def _when(value: str | None, name: str) -> datetime | None:
 def history(
     name: str, body: HistoryRequest, catalog: CatalogDep, settings: SettingsDep, _user: UserDep
 ) -> HistoryResponse:
-    """Last commit of each range and, with ``log``, the commits that changed it in the window."""
+    """Last commit of each range and, with ``log``, the commits that changed it in the window; a
+    range that runs past its file's end is answered (and returned) up to the file's last line."""
     root = trees.root(catalog, settings, name)  # 404 for an unknown repository comes first
     since, until = _when(body.since, "since"), _when(body.until, "until")
     if not has_history(root):
         return HistoryResponse(repo=name, has_history=False, ranges=[])
     out = []
-    for r in body.ranges:
+    for asked in body.ranges:
+        r = clamp(root, asked)
         log = changes(root, r.file, r.start_line, r.end_line, since, until) if body.log else []
         out.append(
             RangeHistory(
