@@ -12,12 +12,13 @@ An optional ``"style"`` field names how the question is phrased: one of ``sympto
 ``plain``. ``absent`` goes only with type ``absent`` and ``flow`` only with type ``chain``.
 
 Checks: schema, unique ids, gold files exist under the fetched corpus root, ranges lie
-inside the file with ``start_line <= end_line``, every gold range starts (after any
-decorators) at a def/class/func/type/const/var or an assignment, Python ranges span exactly
-one definition or assignment, Go ranges have balanced brackets, TypeScript, Java and Rust
-ranges start (after annotations or attributes) at a definition of that language and keep
-their brackets balanced and never closed below the start, ``absent`` questions have no
-gold and ``chain`` questions have at least two links. It also enforces the question mix
+inside the file with ``start_line <= end_line``, Python ranges start (after any decorators)
+at a def/class or an assignment and span exactly one of them; Go, TypeScript, JavaScript,
+Java, Rust and C ranges (rules in ``bench/gold_syntax.py``) start, after any doc comment,
+comment, annotation or attribute directly above, at a definition of that language, keep
+their brackets balanced and never closed below the start, and end on the line that closes
+the definition (not on a blank line, comment or definition after it); ``absent`` questions
+have no gold and ``chain`` questions have at least two links. It also enforces the question mix
 (at least a quarter Chinese per non-absent type, at least six chain and one absent question
 per corpus), prints counts per corpus x type x lang and exits non-zero on any error.
 
@@ -75,8 +76,6 @@ NON_CORPUS_FILES = ("traps", "history")
 
 DEF_START = re.compile(
     r"^(?:async\s+def|def|class)\s+\w+"  # Python definitions
-    r"|^func\b"  # Go functions and methods
-    r"|^(?:type|const|var)\b"  # Go declarations (single or grouped)
     r"|^[A-Za-z_][\w.]*\s*(?::[^=]+)?=(?!=)"  # assignment, optionally annotated
 )
 
@@ -266,22 +265,30 @@ class Checker:
                 return
             if (start, end) not in spans:
                 self.error(where, f"{rel}:{start}-{end} is not exactly one def/class/assignment")
-        elif rel.endswith(".go"):
-            balance = go_bracket_balance("\n".join(lines[start - 1 : end]))
-            if balance != 0:
-                self.error(where, f"{rel}:{start}-{end} has unbalanced brackets ({balance:+d})")
 
     def check_braced(
         self, where: str, rel: str, lines: list[str], start: int, end: int, language: str
     ) -> None:
-        """Check a TypeScript, Java or Rust range: a definition start and whole brackets."""
+        """Check a range in a brace language: a definition start (after doc comments,
+        annotations or attributes), whole brackets, and an end on the line that closes it."""
         head = gold_syntax.skip_attributes(language, lines, start, end)
-        if head is None or not gold_syntax.starts_definition(language, lines[head - 1]):
+        if head is None or not gold_syntax.definition_at(language, lines, head):
             self.error(where, f"{rel}:{start} does not start a {language} definition")
+            return
+        if gold_syntax.is_blank_or_comment(lines[end - 1]):
+            self.error(where, f"{rel}:{end} ends on a blank or comment line, not the definition")
             return
         net, low = gold_syntax.bracket_depths("\n".join(lines[start - 1 : end]), language)
         if net != 0 or low < 0:
             self.error(where, f"{rel}:{start}-{end} has unbalanced brackets ({net:+d}, low {low})")
+            return
+        closed = gold_syntax.closed_before_end("\n".join(lines[head - 1 : end]), language)
+        if closed is not None:
+            self.error(
+                where,
+                f"{rel}:{start}-{end} runs past the end of its definition"
+                f" (closed on line {head + closed - 1})",
+            )
 
     def check_mix(self) -> None:
         """Enforce the per-corpus question mix."""
@@ -351,35 +358,6 @@ def skip_decorators(lines: list[str], start: int, end: int) -> int | None:
             depth += text.count("(") - text.count(")")
             line_no += 1
     return None
-
-
-def go_bracket_balance(text: str) -> int:
-    """Return the net count of opening brackets in Go source, ignoring strings and comments."""
-    balance = 0
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if text.startswith("//", i):
-            i = text.find("\n", i)
-            i = n if i < 0 else i
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-        elif ch == "`":
-            j = text.find("`", i + 1)
-            i = n if j < 0 else j + 1
-        elif ch in "\"'":
-            j = i + 1
-            while j < n and text[j] != ch and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            i = j + 1
-        else:
-            if ch in "{([":
-                balance += 1
-            elif ch in "})]":
-                balance -= 1
-            i += 1
-    return balance
 
 
 def main(argv: list[str]) -> int:

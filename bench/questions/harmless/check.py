@@ -75,7 +75,14 @@ class HarmlessChecker(Checker):
         self.kinds: collections.Counter[tuple[str, str]] = collections.Counter()
         self.per_file: collections.Counter[tuple[str, str]] = collections.Counter()
 
-    def check_question(self, where, corpus, q, root, seen) -> None:  # type: ignore[override]
+    def check_question(
+        self,
+        where: str,
+        corpus: str,
+        q: object,
+        root: pathlib.Path | None,
+        seen: set[str],
+    ) -> None:
         """Check ``kind`` here, then hand the row without it to the base checker."""
         if isinstance(q, dict):
             kind, lang = q.get("kind"), q.get("lang")
