@@ -155,6 +155,13 @@ def test_rewrite_rules() -> None:
     # a chain keeps its subject: the stored retrieval query, not the bare words, is reused
     chained = [Turn("user", "and its tests?", "", {"query": "ProcessOrder tests"})]
     assert rewrite("what about logging?", chained) == "ProcessOrder tests logging?"
+    # a follow-up with a subject of its own borrows only the names of the previous one
+    cors = _conversation("How does the CORS middleware decide which origins are allowed?", [])
+    assert (
+        rewrite("and where is the allowed origin checked?", cors)
+        == "CORS where is the allowed origin checked?"
+    )
+    assert rewrite("and what about the max age header?", cors) == "CORS the max age header?"
 
 
 def test_history_goes_into_the_prompt_within_budget() -> None:

@@ -156,6 +156,16 @@ def key_terms(question: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
+OWN_SUBJECT = 2
+"""A follow-up with this many content words of its own has its own subject."""
+
+
+def _named(term: str) -> bool:
+    """Whether a word names a thing (``CORS``, ``parse_args``, ``Router.app``, a Chinese noun
+    phrase) rather than describing (``decide``, ``allowed``)."""
+    return has_han(term) or any(c.isupper() for c in term) or "_" in term or "." in term
+
+
 def _is_short(text: str) -> bool:
     han = han_count(text)
     words = len(re.findall(r"[A-Za-z0-9_]+", text))
@@ -195,6 +205,11 @@ def rewrite(query: str, turns: list[Turn]) -> str:
     if short:
         text = _FOLLOW_UP_OPENER.sub("", text, count=1)
         prefix = [t for t in subject if t.lower() not in text.lower()]
+        taken = {t.lower() for t in subject}
+        if len([t for t in key_terms(text) if t.lower() not in taken]) >= OWN_SUBJECT:
+            # "and where is the allowed origin checked?" has a subject of its own: the previous
+            # question lends its names only, or its units outrank the ones asked for (issue 43)
+            prefix = [t for t in prefix if _named(t)] or prefix[:OWN_SUBJECT]
         text = " ".join([*prefix, text.strip()])
     return text.strip() or query
 
