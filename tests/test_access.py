@@ -50,7 +50,7 @@ def test_paths_only_under_repo_roots(
         (str(allowed / "escape"), 403, str(outside)),  # the link resolves outside
         (str(allowed / "svc" / ".." / ".." / "outside"), 403, "outside"),
         ("~nosuchuser-xyz/src", 400, "not a user"),
-        ("bad\x00path", 400, "not a usable path"),
+        ("bad\x00path", 400, "path holds a NUL character"),
         (str(allowed / "missing"), 400, "does not exist"),
     ]
     for i, (path, status, words) in enumerate(cases):

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from coderag.store import get_catalog, get_vectors
 from coderag_app.server import create_app
-from tests.conftest import FIXTURES, wait_ready
+from tests.conftest import SAMPLE_LANGUAGES, wait_ready
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def test_index_search_ask_audit_delete(client: TestClient, sample_repo: Path) ->
     assert r.status_code == 202 and r.json() == {"name": "sample", "status": "queued"}
     repo = wait_ready(client, "sample")
     assert repo["status"] == "ready", repo
-    sources = len([d for d in FIXTURES.iterdir() if d.is_dir()])
+    sources = len(SAMPLE_LANGUAGES)
     assert repo["files"] == sources + 1 and repo["commit"] and repo["indexed_at"]  # + README
     assert repo["skipped"] >= 2  # the PNG named .py and the latin-1 file
     assert [x["name"] for x in client.get("/repos").json()] == ["sample"]

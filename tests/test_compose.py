@@ -24,7 +24,7 @@ import pytest
 from redis import Redis
 from rq import Queue
 
-from tests.conftest import FIXTURES, commit_all
+from tests.conftest import FIXTURES, SAMPLE_LANGUAGES, commit_all
 from tests.liveserver import wait_complete
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,7 +174,8 @@ def test_register_search_ask_push_and_audit_through_the_gateway(suite: Suite) ->
     origin = "https://github.com/acme/alpha.git"
     sources = {
         f"src/{src.parent.name}/{src.name}": src.read_text(encoding="utf-8")
-        for src in sorted(FIXTURES.glob("*/*"))
+        for name in SAMPLE_LANGUAGES
+        for src in sorted((FIXTURES / name).iterdir())
         if src.name != "expected.json"
     }
     repo = _write_repo(suite.repos / "alpha", sources, origin)

@@ -11,7 +11,7 @@ import pytest
 from coderag.settings import Settings
 from coderag_embedder.e5_torch import E5_SMALL_TOKENS, TorchE5Encoder
 from coderag_embedder.encoder import get_encoders
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, SAMPLE_LANGUAGES
 
 SHORT = "def refund(order):\n    return order.total\n"
 LONG = "def total(order):\n    return sum(item.price for item in order.items)\n" * 40
@@ -29,7 +29,11 @@ def encoder(**changes: object) -> TorchE5Encoder:
 
 def code() -> list[str]:
     """Real code of every fixture language."""
-    texts = [p.read_text() for d in sorted(FIXTURES.iterdir()) for p in sorted(d.iterdir())]
+    texts = [
+        p.read_text()
+        for d in sorted(FIXTURES / n for n in SAMPLE_LANGUAGES)
+        for p in sorted(d.iterdir())
+    ]
     return [t for t in texts if not t.lstrip().startswith("{")]
 
 

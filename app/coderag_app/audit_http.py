@@ -8,6 +8,7 @@ import json
 import logging
 import time
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coderag import audit
@@ -24,6 +25,10 @@ AUDITED = {
     "/v1/chat/completions": "chat",
 }
 """Paths whose every POST writes a row, and the endpoint name in the log."""
+
+STREAMED = ("ask", "chat")
+"""Endpoints that write their own row when their answer is whole: one the middleware must write
+after a success status was sent ended early (the client left, or the stream broke)."""
 
 MAX_QUERY_CHARS = 4000
 """Longest query text stored for a rejected request."""
@@ -109,12 +114,39 @@ class AuditMiddleware:
         try:
             await self.app(scope, receive_body, send_status)
         finally:
-            audit.current_call.reset(token)
-            if not call["recorded"]:
-                try:
-                    self._record(endpoint, user, status["code"], request_body, response_body, start)
-                except Exception:  # the answer is sent; a row that cannot be written is logged
-                    log.exception("audit row of %s by %s not written", endpoint, user)
+            try:
+                if not call["recorded"]:
+                    # parsing the body and writing the row block: a thread's work, which a client
+                    # leaving (a cancelled request) must not stop; this request's call is still
+                    # the current one there, so the row marks it and no outer request's (an
+                    # in-process /retrieve under /ask would otherwise mark /ask's as written)
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(
+                            self._logged,
+                            endpoint,
+                            user,
+                            status["code"],
+                            request_body,
+                            response_body,
+                            start,
+                        )
+            finally:
+                audit.current_call.reset(token)
+
+    @classmethod
+    def _logged(
+        cls,
+        endpoint: str,
+        user: str,
+        code: int,
+        request_body: bytearray,
+        response_body: bytearray,
+        start: float,
+    ) -> None:
+        try:
+            cls._record(endpoint, user, code, request_body, response_body, start)
+        except Exception:  # the answer is sent; a row that cannot be written is logged
+            log.exception("audit row of %s by %s not written", endpoint, user)
 
     @staticmethod
     def _record(
@@ -126,8 +158,8 @@ class AuditMiddleware:
         start: float,
     ) -> None:
         outcome = "ok" if code < 400 else f"error {code}"
-        if code < 400 and endpoint == "ask":
-            outcome = "aborted"  # the stream ended before its done event
+        if code < 400 and endpoint in STREAMED:
+            outcome = "aborted"  # the stream ended before its done event, which writes the row
         repo, query = _fields(bytes(request_body))
         audit.record(
             get_catalog(),

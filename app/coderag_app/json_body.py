@@ -1,16 +1,31 @@
 """JSON request bodies checked once, before any router reads them: text that is not UTF-8, a
 lone UTF-16 surrogate written as an escape (``"\\ud800"``, which Python's JSON reader turns into
-a string no database, subprocess or log can encode) or nesting deeper than any request needs is
-answered 400 saying what to fix, instead of failing wherever the text first meets an encoder."""
+a string no database, subprocess or log can encode), a NUL character (``"\\u0000"``, which
+PostgreSQL refuses in text and git in arguments) or nesting deeper than any request needs is
+answered 400 saying what to fix, instead of failing wherever the text first meets an encoder.
+A NUL in any request's path or query string is answered 400 the same way.
+
+No body is parsed for a caller who could not send it: with tokens configured, a request without
+a valid one is answered 401 unread (FastAPI would parse it before its token dependency runs), and
+a webhook is walked only once its signature (an HMAC over the raw bytes, or GitLab's token)
+proves its sender; the route then checks it again and parses it off the event loop. A large
+body is walked in a worker thread, never on the event loop."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from coderag.deps import current_principal
+from coderag.errors import Unauthorized
+from coderag.settings import get_settings
 from coderag_app.asgi import send_error
 
 MAX_DEPTH = 64
@@ -20,8 +35,24 @@ Python's JSON reader fails near 1000)."""
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 """Methods whose bodies are checked."""
 
+WEBHOOKS = "/webhooks/"
+"""Paths of the forges' webhooks: no token, a signature instead."""
+
+INLINE_BYTES = 64 * 1024
+"""Bodies up to this size are walked on the event loop (a thread hop costs more)."""
+
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 """A JSON escape of a UTF-16 surrogate: only a body holding one can hold a lone one."""
+
+_NUL_ESCAPE = b"\\u0000"
+"""The JSON escape of NUL: only a body holding it can hold a NUL character in its text."""
+
+NUL_EXEMPT = ("/mcp",)
+"""Paths whose bodies may carry NUL: an MCP tool's arguments reach the API as a request of its
+own, which is refused there and audited as the tool's row (a refused JSON-RPC body would be
+neither)."""
+
+_NUL = "a NUL character (\\u0000), which no text coderag stores or searches may hold; remove it"
 
 
 def _json_typed(scope: Scope) -> bool:
@@ -47,9 +78,70 @@ def _bad_text(value: str) -> bool:
     return False
 
 
-def problem(body: bytes) -> str | None:
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def unauthorized(scope: Scope) -> str | None:
+    """Why this request's token is refused (what the routes would answer 401), or None when
+    it is good, tokens are off, or the path is a webhook's (signed, not tokened)."""
+    if scope.get("path", "").startswith(WEBHOOKS):
+        return None
+    headers = _headers(scope)
+    try:
+        current_principal(get_settings(), headers.get("authorization"), headers.get("x-user"))
+    except Unauthorized as exc:
+        return exc.detail
+    return None
+
+
+SIGNATURES = {
+    "github": "X-Hub-Signature-256",
+    "gitea": "X-Gitea-Signature",
+    "gitlab": "X-Gitlab-Token",
+}
+"""Each forge's webhook path and the header proving ``CODERAG_WEBHOOK_SECRET``."""
+
+
+def unsigned(path: str, headers: dict[str, str], body: bytes) -> str | None:
+    """Why a webhook body does not prove ``CODERAG_WEBHOOK_SECRET`` (the words its route would
+    answer 401 with), or None when it does or the path is no forge's: GitHub's and Gitea's
+    HMAC-SHA256 of the raw bytes, GitLab's token header."""
+    provider = path.removeprefix(WEBHOOKS).strip("/")
+    header = SIGNATURES.get(provider)
+    if header is None:
+        return None
+    secret = get_settings().webhook_secret.encode()
+    if not secret:
+        return "webhooks are disabled: set CODERAG_WEBHOOK_SECRET on the server"
+    given = headers.get(header.lower(), "")
+    if not given:
+        return f"missing {header} header; configure the webhook's secret"
+    if provider == "gitlab":
+        expected = secret.decode()
+    else:
+        digest = hmac.new(secret, body, hashlib.sha256).hexdigest()
+        expected = f"sha256={digest}" if provider == "github" else digest
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        return f"{header} does not match CODERAG_WEBHOOK_SECRET"
+    return None
+
+
+def url_problem(scope: Scope) -> str | None:
+    """Why a request's path or query string cannot be used (a NUL in it), or None."""
+    raw_path = scope.get("raw_path") or b""
+    if "\x00" in scope.get("path", "") or b"%00" in raw_path:
+        return f"the URL path holds {_NUL}"
+    if b"\x00" in unquote_to_bytes(scope.get("query_string", b"") or b""):
+        return f"the query string holds {_NUL}"
+    return None
+
+
+def problem(body: bytes, nul: bool = True) -> str | None:
     """Why a JSON body cannot be used, or None when it can (or is not JSON at all: the router
-    then answers that itself)."""
+    then answers that itself); with ``nul``, a NUL character in its text is a reason too."""
+    if nul and b"\x00" in body:
+        return f"request body holds a NUL byte; {_NUL.split('; ', 1)[1]}"
     try:
         body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -58,6 +150,7 @@ def problem(body: bytes) -> str | None:
             "send JSON encoded as UTF-8"
         )
     escaped = _SURROGATE_ESCAPE.search(body) is not None
+    nulled = nul and _NUL_ESCAPE in body
     try:
         data = json.loads(body)
     except RecursionError:
@@ -68,6 +161,8 @@ def problem(body: bytes) -> str | None:
     while stack:
         value, path = stack.pop()
         if isinstance(value, str):
+            if nulled and "\x00" in value:
+                return f"{_where(path)} holds {_NUL}"
             if escaped and _bad_text(value):
                 return (
                     f"{_where(path)} holds a lone UTF-16 surrogate (an escape such as \\ud800 "
@@ -83,6 +178,8 @@ def problem(body: bytes) -> str | None:
                         f"a key in {_where(path)} holds a lone UTF-16 surrogate (an escape such "
                         "as \\ud800 without its pair); send valid Unicode text"
                     )
+                if nulled and isinstance(key, str) and "\x00" in key:
+                    return f"a key in {_where(path)} holds {_NUL}"
                 stack.append((item, [*path, key]))
     return None
 
@@ -95,12 +192,20 @@ class JsonBodyMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Check the body, then run the app on it."""
-        if (
-            scope["type"] != "http"
-            or scope.get("method") not in BODY_METHODS
-            or not _json_typed(scope)
-        ):
+        """Check the URL and the body, then run the app on it."""
+        if scope["type"] == "http" and (why := url_problem(scope)) is not None:
+            await _drain(receive)
+            await send_error(send, 400, why, path=scope.get("path", ""))
+            return
+        if scope["type"] != "http" or scope.get("method") not in BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if (why := unauthorized(scope)) is not None:
+            await _drain(receive)  # read, never parsed: the audit row still gets its bytes
+            await send_error(send, 401, why, path=path)
+            return
+        if not _json_typed(scope):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -112,8 +217,14 @@ class JsonBodyMiddleware:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        if body and (why := problem(body)) is not None:
-            await send_error(send, 400, why, path=scope.get("path", ""))
+        if path.startswith(WEBHOOKS):
+            # the signature first, over the raw bytes and in a thread (hashing megabytes)
+            why = await run_in_threadpool(unsigned, path, _headers(scope), body)
+            if why is not None:
+                await send_error(send, 401, why, path=path)
+                return
+        if body and (why := await _body_problem(path, body)) is not None:
+            await send_error(send, 400, why, path=path)
             return
         replayed = False
 
@@ -125,3 +236,19 @@ class JsonBodyMiddleware:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+async def _body_problem(path: str, body: bytes) -> str | None:
+    """``problem`` of a request's body, walked in a thread when large."""
+    nul = not path.startswith(NUL_EXEMPT)
+    if len(body) <= INLINE_BYTES:
+        return problem(body, nul)
+    return await run_in_threadpool(problem, body, nul)
+
+
+async def _drain(receive: Receive) -> None:
+    """Read a request's body to its end (or the client's leaving) before answering it."""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return

@@ -22,9 +22,12 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def safe_cell(value: object) -> object:
-    """``value``, with a leading ``'`` when it is text a spreadsheet would run as a formula."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
+    """``value``, with a leading ``'`` when it is text a spreadsheet would run as a formula, and
+    ``?`` for a NUL (a row SQLite stored before NUL was refused), which CSV readers choke on."""
+    if isinstance(value, str):
+        value = value.replace("\x00", "?")
+        if value.startswith(FORMULA_STARTS):
+            return "'" + value
     return value
 
 
@@ -38,8 +41,9 @@ observers: list[Callable[[str, str, float], None]] = []
 
 
 def text(value: str) -> str:
-    """``value`` with any lone surrogate replaced by ``?``, so every encoder accepts it."""
-    return value.encode("utf-8", "replace").decode("utf-8")
+    """``value`` with any lone surrogate and any NUL replaced by ``?``, so every encoder and
+    database (PostgreSQL refuses NUL in text) accepts it."""
+    return value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "?")
 
 
 def record(
@@ -55,7 +59,8 @@ def record(
     status: str,
 ) -> None:
     """Append one audit row (text that is not valid Unicode, a lone surrogate from a JSON
-    escape, is stored with ``?`` in its place: the row is written whatever the request held)."""
+    escape, or a NUL is stored with ``?`` in its place: the row is written whatever the request
+    held)."""
     row = (
         text(user),
         text(endpoint),
@@ -64,7 +69,7 @@ def record(
         json.dumps([text(f) for f in files]),
         input_tokens,
         round(response_ms, 2),
-        status,
+        text(status),
     )
     catalog.audit_log.insert(row)
     if (call := current_call.get()) is not None:

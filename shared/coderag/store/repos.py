@@ -13,8 +13,10 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from coderag import gitsafe
 from coderag.errors import Conflict, NotFound
 from coderag.eta import eta_seconds
 from coderag.schemas import RepoStatus
@@ -89,7 +91,7 @@ def repo_from_row(row: Row) -> Repo:
         skipped=row["skipped"],
         skipped_by_reason=json.loads(row["skipped_reasons"] or "{}"),
         indexed_at=row["indexed_at"],
-        error=row["error"],
+        error=gitsafe.public_error(row["error"]),
         progress=row["progress"],
         complete=complete,
         stages={}
@@ -103,6 +105,17 @@ def repo_from_row(row: Row) -> Repo:
     )
 
 
+def _refuse_escaping(local: Path) -> None:
+    """Raise ``gitsafe.Refused`` (403) when the repository at ``local`` escapes the allowed
+    directories; a directory in no repository is indexed as plain files, so it passes."""
+    try:
+        gitsafe.locate(local, search_parent_directories=True)
+    except gitsafe.Refused:
+        raise
+    except gitsafe.NotARepository:
+        return
+
+
 def _missing(name: str) -> NotFound:
     return NotFound(f"no repository named {name!r}; POST /repos to add it")
 
@@ -114,7 +127,12 @@ class Repos:
 
     def create_repo(self, name: str, path: str | None, url: str | None, branch: str | None) -> Repo:
         """Register a repository as queued, under a fresh registration id; Conflict if the name
-        is taken."""
+        is taken, Forbidden (``gitsafe.Refused``) when its directory (``path``, or a file://
+        ``url``) is a repository git would read outside the allowed directories through."""
+        # every registration passes here, whichever front (API, CLI) took it
+        for local in (Path(path) if path else None, gitsafe.local_source(url) if url else None):
+            if local is not None and local.is_dir():
+                _refuse_escaping(local)
 
         def insert(conn: Tx) -> None:
             if exists(conn, name):
