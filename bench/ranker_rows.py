@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from bench.corpus import HERE, index_corpus, overlaps
 from bench.fetch import corpus_root
-from bench.retrieval import HERE, index_corpus, overlaps
 from coderag.settings import Settings
 
 

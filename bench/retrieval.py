@@ -28,13 +28,12 @@ HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.setdefault("CODERAG_DATA_DIR", str(HERE / ".cache" / "data")))
 
 from bench.baselines import Baselines, K  # noqa: E402
+from bench.corpus import index_corpus, load_questions, overlaps  # noqa: E402
 from bench.fetch import corpus_root, load_corpora, load_mining  # noqa: E402
+from bench.ranker_rows import dump_doc_features, dump_features, dump_mined_features  # noqa: E402
 from coderag import embedding  # noqa: E402
-from coderag.jobs import IndexRepo  # noqa: E402
-from coderag.queue import run_now  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog  # noqa: E402
-from coderag_app.server import load_jobs  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
 from coderag_retriever.index import get_index_cache  # noqa: E402
 from coderag_retriever.retrieval import retrieve  # noqa: E402
@@ -57,18 +56,6 @@ def tunable(split: str) -> bool:
 
 MISSES: list[dict] | None = None
 """With --misses, the fused search's questions whose gold is not in the top 5."""
-
-
-def load_questions(name: str) -> list[dict]:
-    """The questions of one corpus."""
-    path = HERE / "questions" / f"{name}.jsonl"
-    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
-
-
-def overlaps(hit: tuple[str, int, int], gold: dict) -> bool:
-    """Whether a (file, start, end) result overlaps a gold range."""
-    f, s, e = hit
-    return f == gold["file"] and s <= gold["end_line"] and gold["start_line"] <= e
 
 
 def first_rank(results: list[tuple[str, int, int]], golds: list[dict]) -> int | None:
@@ -158,29 +145,6 @@ def systems(settings: Settings) -> dict[str, Settings]:
     return rows
 
 
-def index_corpus(corpus: dict, reuse: bool, root: Path | None = None) -> tuple[float, bool]:
-    """Register and index one corpus (or keep an earlier run's index); (seconds, reused)."""
-    name, root = corpus["name"], root or corpus_root(corpus["name"])
-    catalog = get_catalog()
-    from coderag.store import get_vectors
-
-    try:
-        repo = catalog.get_repo(name)
-    except Exception:
-        repo = None
-    # complete, not just ready: a run stopped mid-index leaves its vectors half written
-    if reuse and repo is not None and repo.complete and repo.path == str(root):
-        return 0.0, True
-    if repo is not None:
-        catalog.delete_repo(name)
-    get_vectors().drop(name)
-    catalog.create_repo(name, str(root), None, None)
-    t = time.perf_counter()
-    load_jobs()  # this process runs every stage of the chain
-    run_now(IndexRepo(repo=name))
-    return time.perf_counter() - t, False
-
-
 def evaluate(
     corpora: list[dict],
     reuse: bool,
@@ -197,9 +161,6 @@ def evaluate(
     meta_rows: dict[str, list[str]] = defaultdict(list)
     latencies: dict[str, list[float]] = defaultdict(list)
     sink = features_out.open("w", encoding="utf-8") if features_out else None
-    # the ranker's training rows: a module of their own, which imports this one
-    from bench.ranker_rows import dump_doc_features, dump_features, dump_mined_features
-
     for corpus in corpora:
         name, split = corpus["name"], corpus.get("split", "tune")
         root = corpus_root(name)

@@ -235,14 +235,69 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+UNSHIPPED = ("bench", "harness")
+"""Top-level folders of first-party code that no package ships (the benchmarks and what they
+share with the tests): the import graph of ``tests/imports.py`` leaves them out."""
+
+
+def _unshipped_graph() -> dict[str, set[str]]:
+    """Each module of ``UNSHIPPED`` and the modules of ``UNSHIPPED`` it imports, at any depth
+    (the product never imports them: import-linter forbids it, so no circle runs through it)."""
+    found: dict[str, Path] = {}
+    for top in UNSHIPPED:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            relative = path.relative_to(ROOT / top)
+            # bench/.cache holds the benchmark's corpora: other projects' code
+            if any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
+                continue
+            parts = [top, *relative.with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    graph: dict[str, set[str]] = {m: set() for m in found}
+    for module, path in found.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                # `from bench import retrieval` imports the module bench.retrieval
+                named = [f"{node.module}.{alias.name}" for alias in node.names]
+                targets = [t if t in found else node.module for t in named]
+            else:
+                continue
+            graph[module] |= {t for t in targets if t in found and t != module}
+    return graph
+
+
 def test_no_import_circle() -> None:
-    """No module imports, at any depth or inside a function, one that imports it back."""
+    """No module imports, at any depth or inside a function, one that imports it back: the
+    product's packages, the benchmarks and the harness."""
     graph: dict[str, set[str]] = {m: set() for m in modules()}
     for e in edges():
         if e.target in graph and e.target != e.source:
             graph[e.source].add(e.target)
+    unshipped = _unshipped_graph()
+    assert "bench.retrieval" in unshipped["bench.rerank_data"], "the reader misses bench's imports"
+    assert "bench.fetch" in unshipped["bench.check_questions"], "... and `from bench import x`"
+    graph.update(unshipped)
     assert _cycles(graph) == []
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_ranking_core_is_type_checked() -> None:
+    """mypy checks the search path (issue 44): none of its modules is on the list whose errors
+    mypy ignores, and its package is one mypy runs on."""
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert "coderag_retriever" in mypy["packages"]
+    ignored = {
+        module
+        for override in mypy.get("overrides", [])
+        if override.get("ignore_errors")
+        for module in override["module"]
+    }
+    core = {"search", "learned", "fuse", "expand", "routes", "query", "index", "retrieval"}
+    assert ignored.isdisjoint({"coderag_retriever", "coderag_retriever.*"})
+    assert ignored.isdisjoint({f"coderag_retriever.{m}" for m in core}), ignored
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from coderag.settings import get_settings
+from coderag_app import running
 from coderag_app.commands import add_commands
 from coderag_app.settings_groups import markdown_table
 
@@ -111,8 +112,6 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_ask(args: argparse.Namespace) -> int:
     """Answer a question, streaming the tokens (``--json``: print /ask's JSON instead), through
     the running server when one answers, else from the index in this data directory."""
-    from coderag_app import running
-
     settings = get_settings()
     url = args.url.rstrip("/") if args.url else running.find(settings)
     if url:
@@ -162,6 +161,7 @@ class _Printer:
 
 def _ask_remote(url: str, query: str, repo: str, as_json: bool) -> int:
     """One question through a running server's /ask, its events streamed as they come."""
+    # imported here so that `coderag --help` and every other command start fast
     import httpx
 
     _, headers = _cli_identity()

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from coderag.settings import get_settings
+from coderag_app import running
 
 
 def _emit(args: argparse.Namespace, data: Any, lines: list[str]) -> None:
@@ -98,8 +99,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.token:
         mcp_server.STDIO_IDENTITY["authorization"] = f"Bearer {args.token}"
     mcp_server.STDIO_IDENTITY["x-user"] = args.user or mcp_server.stdio_user()
-    from coderag_app import running
-
     settings = get_settings()
     url = args.url or running.find(settings)
     if url:
