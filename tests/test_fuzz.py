@@ -133,4 +133,6 @@ def _fuzz(op: Any, mode: GenerationMode, label: str) -> list[str]:
         run()
     except Unsatisfiable:  # nothing to get wrong: an operation without parameters or body
         assert mode is GenerationMode.NEGATIVE, op.label
-    return found
+    # a schema's string may hold U+0000, which coderag refuses by design (issue 45); filtered
+    # here, not in run(): derandomize seeds the examples with a hash of run's source
+    return [f for f in found if "holds a NUL character" not in f]
