@@ -44,7 +44,8 @@ FROZEN = ("test", "test2", "unsafe-test", "harmless", "harmless-unsafe", "wtest"
 TUNING = ("tune", "tune2", "unsafe-tune", "written")
 
 
-def _rows(path: Path) -> list[dict]:
+def read_jsonl(path: Path) -> list[dict]:
+    """The rows of a JSON-lines file, blank lines skipped."""
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
@@ -52,19 +53,19 @@ def question_set(name: str) -> list[dict]:
     """The questions of one set, each with ``query``, ``lang``, ``unsafe`` and ``type``."""
     if name in ("test", "test2", "tune", "tune2"):
         corpora = [c["name"] for c in load_corpora() if c["split"] == name]
-        rows = [r for c in corpora for r in _rows(QUESTIONS / f"{c}.jsonl")]
+        rows = [r for c in corpora for r in read_jsonl(QUESTIONS / f"{c}.jsonl")]
     elif name.startswith("unsafe-"):
-        rows = _rows(QUESTIONS / "unsafe" / f"{name.removeprefix('unsafe-')}.jsonl")
+        rows = read_jsonl(QUESTIONS / "unsafe" / f"{name.removeprefix('unsafe-')}.jsonl")
     elif name == "harmless":
         rows = [
             r
             for p in sorted((QUESTIONS / "harmless").glob("*.jsonl"))
             if p.stem != "unsafe"
-            for r in _rows(p)
+            for r in read_jsonl(p)
         ]
     elif name == "harmless-unsafe":
         path = QUESTIONS / "harmless" / "unsafe.jsonl"
-        rows = _rows(path) if path.is_file() else []
+        rows = read_jsonl(path) if path.is_file() else []
     else:
         split = {e["name"]: e.get("split") for e in load_mining() + load_written()}
         frozen = name == "wtest"
@@ -72,7 +73,7 @@ def question_set(name: str) -> list[dict]:
             r
             for p in sorted((QUESTIONS / "written").glob("*.jsonl"))
             if (split.get(p.stem) == "wtest") == frozen
-            for r in _rows(p)
+            for r in read_jsonl(p)
         ]
     return [
         {**r, "lang": r.get("lang") or language(r["query"]), "unsafe": bool(r.get("unsafe"))}

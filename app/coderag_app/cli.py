@@ -11,7 +11,6 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from coderag.settings import get_settings
 from coderag_app import running
@@ -115,100 +114,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     settings = get_settings()
     url = args.url.rstrip("/") if args.url else running.find(settings)
     if url:
-        return _ask_remote(url, args.query, args.repo, args.json)
+        return running.ask(url, args.query, args.repo, args.json, _cli_identity()[1])
     if running.local_index(settings) is None:
         print(f"error: {running.nowhere(settings, 'ask')}", file=sys.stderr)
         return 2
     return asyncio.run(_ask(args.query, args.repo, args.json))
-
-
-class _Printer:
-    """Prints an answer as it streams and, at the end, only what the stream did not already
-    show (the answer once, not twice), then its citations."""
-
-    def __init__(self, as_json: bool) -> None:
-        self.as_json = as_json
-        self.streamed = ""
-
-    def token(self, text: str) -> None:
-        """One streamed piece of the answer."""
-        if not self.as_json:
-            self.streamed += text
-            print(text, end="", flush=True)
-
-    def retry(self) -> None:
-        """The model is asked again: what streamed so far is not the answer."""
-        if not self.as_json:
-            self.streamed = ""
-            print("\n[retrying: the answer had no valid citation]", flush=True)
-
-    def done(self, payload: dict[str, Any]) -> None:
-        """The final answer: its JSON, or its text where the stream differs, and citations."""
-        if self.as_json:
-            print(json.dumps(payload, ensure_ascii=False, indent=2))
-            return
-        answer = str(payload.get("answer", ""))
-        shown = self.streamed.strip()
-        if shown and answer.strip().startswith(shown):
-            # what streamed is the answer's start: print only the rest (a note on routes)
-            print(answer.strip()[len(shown) :])
-        else:
-            prefix = "REFUSED: " if payload.get("refused") else ""
-            print(("\n\n" if self.streamed else "") + prefix + answer)
-        for c in payload.get("citations", []):
-            print(f"  cites {c['file']}:{c['start_line']}-{c['end_line']}")
-
-
-def _ask_remote(url: str, query: str, repo: str, as_json: bool) -> int:
-    """One question through a running server's /ask, its events streamed as they come."""
-    # imported here so that `coderag --help` and every other command start fast
-    import httpx
-
-    _, headers = _cli_identity()
-    printer = _Printer(as_json)
-    body = {"query": query, "repo": repo}
-    try:
-        with httpx.stream(
-            "POST",
-            f"{url}/ask",
-            json=body,
-            headers={**headers, "accept": "text/event-stream"},
-            timeout=httpx.Timeout(10, read=600),
-        ) as r:
-            if r.status_code >= 400:
-                r.read()
-                print(f"error: {url}/ask answered {r.status_code}: {_detail(r)}", file=sys.stderr)
-                return 2
-            name, data = "", ""
-            for line in r.iter_lines():
-                if line.startswith("event: "):
-                    name = line[7:]
-                elif line.startswith("data: "):
-                    data = line[6:]
-                elif not line and name:
-                    event = json.loads(data) if data else {}
-                    if name == "token":
-                        printer.token(str(event.get("text", "")))
-                    elif name == "retry":
-                        printer.retry()
-                    elif name == "error":
-                        print(f"error: {event.get('detail', event)}", file=sys.stderr)
-                        return 2
-                    elif name == "done":
-                        printer.done(event)
-                    name, data = "", ""
-    except httpx.HTTPError as exc:
-        print(f"error: the server at {url} stopped answering: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _detail(r: Any) -> str:
-    """An error response's ``detail``, else its text."""
-    try:
-        return str(r.json().get("detail", r.text))
-    except ValueError:
-        return str(r.text)[:500]
 
 
 def _cli_identity() -> tuple[str, dict[str, str]]:
@@ -246,7 +156,7 @@ async def _ask(query: str, repo: str, as_json: bool) -> int:
     )
     # unvalidated, so a blank or long question gets /ask's own message
     request = AskRequest.model_construct(query=query, repo=repo, session_id=None)
-    printer = _Printer(as_json)
+    printer = running.Printer(as_json)
     async for event in ask(request, asker, report_errors=True):
         if isinstance(event, Done):
             printer.done(json.loads(json.dumps(event.payload(), default=str)))

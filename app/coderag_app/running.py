@@ -1,5 +1,6 @@
-"""The coderag server a command talks to: the one it names, else one listening where ``coderag
-serve`` listens (``CODERAG_URL``, else ``HOST``/``PORT``), else none, and then what to do.
+"""The coderag server a command talks to, and asking it: the one it names, else one listening
+where ``coderag serve`` listens (``CODERAG_URL``, else ``HOST``/``PORT``), else none, and then
+what to do.
 
 A command started beside a running server uses it: building the whole app in-process beside it
 took 35 s a question, and from another folder it opened an empty data directory and blamed the
@@ -7,8 +8,11 @@ repository (issue 43)."""
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -69,3 +73,88 @@ def nowhere(settings: Settings, command: str) -> str:
         f"or point it at one: --url http://HOST:PORT (or CODERAG_URL), "
         f"or at an index on disk: CODERAG_DATA_DIR=/path/to/data."
     )
+
+
+class Printer:
+    """Prints an answer as it streams and, at the end, only what the stream did not already
+    show (the answer once, not twice), then its citations."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.streamed = ""
+
+    def token(self, text: str) -> None:
+        """One streamed piece of the answer."""
+        if not self.as_json:
+            self.streamed += text
+            print(text, end="", flush=True)
+
+    def retry(self) -> None:
+        """The model is asked again: what streamed so far is not the answer."""
+        if not self.as_json:
+            self.streamed = ""
+            print("\n[retrying: the answer had no valid citation]", flush=True)
+
+    def done(self, payload: dict[str, Any]) -> None:
+        """The final answer: its JSON, or its text where the stream differs, and citations."""
+        if self.as_json:
+            print(json.dumps(payload, ensure_ascii=False, indent=2))
+            return
+        answer = str(payload.get("answer", ""))
+        shown = self.streamed.strip()
+        if shown and answer.strip().startswith(shown):
+            # what streamed is the answer's start: print only the rest (a note on routes)
+            print(answer.strip()[len(shown) :])
+        else:
+            prefix = "REFUSED: " if payload.get("refused") else ""
+            print(("\n\n" if self.streamed else "") + prefix + answer)
+        for c in payload.get("citations", []):
+            print(f"  cites {c['file']}:{c['start_line']}-{c['end_line']}")
+
+
+def ask(url: str, query: str, repo: str, as_json: bool, headers: dict[str, str]) -> int:
+    """One question through a running server's /ask, its events streamed as they come."""
+    printer = Printer(as_json)
+    body = {"query": query, "repo": repo}
+    try:
+        with httpx.stream(
+            "POST",
+            f"{url}/ask",
+            json=body,
+            headers={**headers, "accept": "text/event-stream"},
+            timeout=httpx.Timeout(10, read=600),
+        ) as r:
+            if r.status_code >= 400:
+                r.read()
+                print(f"error: {url}/ask answered {r.status_code}: {_detail(r)}", file=sys.stderr)
+                return 2
+            name, data = "", ""
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: "):
+                    data = line[6:]
+                elif not line and name:
+                    event = json.loads(data) if data else {}
+                    if name == "token":
+                        printer.token(str(event.get("text", "")))
+                    elif name == "retry":
+                        printer.retry()
+                    elif name == "error":
+                        print(f"error: {event.get('detail', event)}", file=sys.stderr)
+                        return 2
+                    elif name == "done":
+                        printer.done(event)
+                    name, data = "", ""
+    except httpx.HTTPError as exc:
+        print(f"error: the server at {url} stopped answering: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _detail(r: Any) -> str:
+    """An error response's ``detail``, else its text."""
+    try:
+        return str(r.json().get("detail", r.text))
+    except ValueError:
+        return str(r.text)[:500]
