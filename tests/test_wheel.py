@@ -104,6 +104,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
             str(python),
             "install",
             "-q",
+            # this environment's editable coderag is visible through deps.pth: without it pip
+            # may call the wheel "already satisfied" and install nothing
+            "--force-reinstall",
             "--no-deps",
             "--no-index",
             str(wheel),
