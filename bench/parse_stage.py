@@ -45,22 +45,37 @@ def one_round(tree: Path) -> dict[str, float]:
     catalog.create_repo("p", str(tree), None, None)
     reg = catalog.registration("p")
     paths = [r for r in sorted(walk(tree)) if indexable(r) and language_of(r)]
+    # a plain tuple is what an older checkout takes, and a FileJob (a NamedTuple) is one too
     jobs = [
         ("p", str(tree), r, language_of(r), settings.max_file_bytes, settings.deprecated_markers)
         for r in paths
     ]
     out: dict[str, float] = {}
     start = time.perf_counter()
-    rows = [r for r in parse_all(jobs, settings.workers(), "p") if "skip" not in r]
+    parsed = parse_all(jobs, settings.workers(), "p")
     out["parse"] = time.perf_counter() - start
     start = time.perf_counter()
+    if parsed and not isinstance(parsed[0], dict):  # a checkout with issue 42's typed rows
+        typed = [r for r in parsed if hasattr(r, "units")]
+        files = [r.file for r in typed]
+        units = [u for r in typed for u in r.units]
+        symbols = [s for r in typed for s in r.symbols]
+        calls = [c for r in typed for c in r.calls]
+        imports = [i for r in typed for i in r.imports]
+    else:  # an older checkout: tuples in, dicts out
+        rows = [r for r in parsed if "skip" not in r]
+        files = [(r["path"], r["language"], r["lines"], r["sha"]) for r in rows]
+        units = [Unit(**u) for r in rows for u in r["units"]]
+        symbols = [s for r in rows for s in r["symbols"]]
+        calls = [c for r in rows for c in r["calls"]]
+        imports = [i for r in rows for i in r["imports"]]
     catalog.replace_files(
         "p",
-        [(r["path"], r["language"], r["lines"], r["sha"]) for r in rows],
-        [Unit(**u) for r in rows for u in r["units"]],
-        symbols=[s for r in rows for s in r["symbols"]],
-        calls=[c for r in rows for c in r["calls"]],
-        imports=[i for r in rows for i in r["imports"]],
+        files,
+        units,
+        symbols=symbols,
+        calls=calls,
+        imports=imports,
         registration=reg,
         blamed=False,
     )

@@ -92,8 +92,9 @@ def make_repo(root: Path, case: str) -> tuple[str, str, str]:
 
 def parsed_units(root: Path, rel: str) -> dict[str, Unit]:
     """The units the parser cuts from ``rel``, by symbol."""
-    out = file_rows.parse_file(("facts", str(root), rel, "python", 1 << 20, ""))
-    return {u["symbol"]: Unit(**u) for u in out["units"]}
+    out = file_rows.parse_file(file_rows.FileJob("facts", str(root), rel, "python", 1 << 20, ""))
+    assert isinstance(out, file_rows.FileRows), out
+    return {u.symbol: u for u in out.units}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

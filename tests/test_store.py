@@ -201,7 +201,7 @@ def test_publishing_stages_and_the_vectors_mark(db: Database) -> None:
     catalog = Catalog(db)
     catalog.create_repo("r", "/src/r", None, None)
     uid = catalog.registration("r")
-    catalog.update_repo("r", status="indexing", dirty='["a.py"]')
+    catalog.update_repo("r", status="indexing", dirty=["a.py"])
     assert [r.name for r in catalog.chains.unfinished(("indexing", "queued"))] == ["r"]
     assert catalog.dirty_files("r") == {"a.py"}
     assert catalog.chains.publish_keywords("r", uid, 2, 5, {"vector": {"done": 0, "total": 5}})

@@ -1,7 +1,8 @@
 """/metrics in Prometheus text: HTTP metrics from the instrumentator, audited-call latency and
 outcomes, job and queue counts, index stage durations and embed throughput, and per-repository
 units and files read from the catalog at scrape time, and vectors counted in Chroma only when a
-repository's index has moved since the last scrape. /metrics takes the API's tokens."""
+repository's index has moved since the last scrape. /metrics takes the API's tokens; its
+per-repository gauges show a reader only the repositories its grants let it read."""
 
 from __future__ import annotations
 
@@ -166,7 +167,9 @@ def install(app: FastAPI) -> Metrics:
         app,
         endpoint="/metrics",
         include_in_schema=False,
-        # names of repositories and refs are the API's to tell: the same tokens (any role)
+        # names of repositories and refs are the API's to tell: the same tokens (any role), and
+        # with CODERAG_GRANTS a reader's scrape lists only the repositories it may read (the
+        # catalog's listing is filtered by the caller's grants, grants_http)
         dependencies=[Depends(current_principal)],
     )
     return metrics

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from coderag import audit
+from coderag import audit, auth
 from coderag.deps import AdminDep, CatalogDep, SettingsDep, current_principal
 from coderag.errors import Unauthorized
 from coderag.responses import errors
@@ -18,7 +18,8 @@ router = APIRouter(tags=["platform"])
 @router.get("/health")
 def health(settings: SettingsDep, catalog: CatalogDep, request: Request) -> dict:
     """``{"status": "ok"}`` or ``{"status": "down"}`` to anyone; to an admin (everyone when no
-    tokens are set) also each dependency's state, with the error a failed one gave."""
+    tokens are set) also each dependency's state, with the error a failed one gave, and with
+    ``CODERAG_GRANTS`` set, ``grants``: ok or why the file's current version is not in force."""
     try:
         who = request.headers
         admin = current_principal(settings, who.get("authorization"), who.get("x-user")).may(
@@ -30,7 +31,11 @@ def health(settings: SettingsDep, catalog: CatalogDep, request: Request) -> dict
     ok = all(v in ("ok", "in-process") for v in deps.values())
     if not admin:  # an error's text names hosts, ports and drivers: not for anonymous callers
         return {"status": "ok" if ok else "down"}
-    return {"status": "ok" if ok else "degraded", "dependencies": deps}
+    out = {"status": "ok" if ok else "degraded", "dependencies": deps}
+    if settings.grants is not None:
+        # a grants file broken since start-up leaves the last good one in force: say so
+        out["grants"] = auth.grants_problem(settings.grants) or "ok"
+    return out
 
 
 def _dependencies(settings: Settings, catalog: Catalog) -> dict[str, str]:

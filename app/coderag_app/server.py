@@ -12,8 +12,9 @@ from coderag import embedding
 from coderag.errors import install_handlers
 from coderag.responses import COMMON, errors
 from coderag.settings import get_settings
-from coderag_app import docs, mcp_http, metrics, platform, web
+from coderag_app import docs, grants_http, mcp_http, metrics, platform, web
 from coderag_app.audit_http import AuditMiddleware
+from coderag_app.grants_http import GrantsMiddleware
 from coderag_app.hosts import HostCheckMiddleware
 from coderag_app.json_body import JsonBodyMiddleware
 from coderag_app.limits import BodyLimitMiddleware
@@ -39,7 +40,8 @@ def load_jobs(services: tuple[str, ...] = JOB_SERVICES) -> None:
 
 def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     """An app serving the given services (all four by default) plus /health and the audit."""
-    get_settings()  # a malformed setting (CODERAG_API_TOKENS, ...) stops start-up here
+    # a malformed setting (CODERAG_API_TOKENS, ...) or grants file stops start-up here
+    grants_http.check(get_settings())
     modules = [importlib.import_module(f"{name}.api") for name in services]
     load_jobs(services)
     if "coderag_embedder" in services:
@@ -76,6 +78,7 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
     mcp_lifespan = mcp_http.install(app)
     metrics.install(app)
     app.add_middleware(AuditMiddleware)
+    app.add_middleware(GrantsMiddleware)  # outside every route, /mcp and /metrics included
     for module in modules:
         app.include_router(module.router, responses=errors(*COMMON))
     if "coderag_generator" in services:

