@@ -17,7 +17,7 @@ REPO ?= .
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install llm run test test-fast lint screenshots bench reranker redis postgres browser engine wheelhouse wheel-sets base-image postgres-base-image images \
+.PHONY: install llm run test test-fast lint screenshots bench models reranker redis postgres browser engine wheelhouse wheel-sets base-image postgres-base-image images \
 	compose-test frontend-test
 
 install: $(STAMP)
@@ -114,8 +114,48 @@ reranker: install
 	$(PY) -m bench.mine --all
 	CODERAG_DATA_DIR=bench/.cache/data $(PY) -m bench.rerank_data --split tune --split tune2 --reuse
 	$(PY) -m bench.rerank_data --mined 40
-	$(PY) -m bench.train_reranker train --name $(RERANK_RUN) --lr $(RERANK_LR) --steps $(RERANK_STEPS) --every 175
-	$(PY) -m bench.train_reranker ship --name $(RERANK_RUN)
+	$(PY) -m coderag_training.fit.reranker train --name $(RERANK_RUN) --lr $(RERANK_LR) --steps $(RERANK_STEPS) --every 175
+	$(PY) -m coderag_training.fit.reranker ship --name $(RERANK_RUN)
+
+# Every shipped model rebuilt from pinned inputs (issue 44), each written with its card
+# (<model>.card.json: inputs and their sha256, code bases, question counts, steps, time, loss,
+# held-out figures, the model's sha256) beside it in services/retriever/coderag_retriever/:
+# the learned ranker (ranker.json), the refusal rule for a complete index and for one whose
+# vectors are still being written (refusal.json with its doubt floor, refusal_lexical.json) and
+# the unsafe rule (unsafe.json). The code bases are pinned by sha256 (bench/corpora.json,
+# mining.json, written/*.json), the questions are committed; bench/ runs the search over them
+# (the ranker's rows, the refusal rule's hits from fold rankers that never saw the corpus),
+# coderag_training.fit fits. Expected on 2 cores, estimated from the steps' last runs: about
+# 2.5 hours, most of it (about 1.5 h) indexing the nine tuning code bases with both encoders
+# (kept in bench/.cache/data: a second run skips it), then about 20 minutes for the ranker's
+# rows and fit, 30 for the 18 answer runs the refusal rules read, 10 for the unsafe rule (4,400
+# questions embedded by both encoders, 90 small fits). The cross-encoder and the encoders'
+# adapters ship nothing yet: `make reranker` and coderag_training.fit.encoder build them.
+# The two fit.ranker lines are placeholders until bench/train_ranker.py moves there.
+MODELS_WORK ?= bench/.cache/models
+TUNING = $(PY) -c 'import sys; from coderag_training.pins import load_corpora; \
+	print(" ".join(c["name"] for c in load_corpora() if c["split"] == sys.argv[1]))'
+models: install
+	$(PY) -m bench.fetch
+	$(PY) -m bench.fetch --mining
+	$(PY) -m bench.fetch --written
+	mkdir -p $(MODELS_WORK)
+	for split in tune tune2; do \
+	  CODERAG_DATA_DIR=bench/.cache/data $(PY) -m bench.retrieval --split $$split --reuse \
+	    --dump-only --dump-features $(MODELS_WORK)/rows-$$split.jsonl || exit 1; \
+	done
+	cat $(MODELS_WORK)/rows-tune.jsonl $(MODELS_WORK)/rows-tune2.jsonl > $(MODELS_WORK)/rows.jsonl
+	$(PY) -m coderag_training.fit.ranker $(MODELS_WORK)/rows.jsonl
+	$(PY) -m coderag_training.fit.ranker $(MODELS_WORK)/rows.jsonl --fold-rankers $(MODELS_WORK)/folds
+	for split in tune tune2; do for c in $$($(TUNING) $$split); do for mode in "" --lexical; do \
+	  CODERAG_DATA_DIR=bench/.cache/data CODERAG_RANKER_PATH=$(MODELS_WORK)/folds/ranker-without-$$c.json \
+	    $(PY) -m bench.answers --split $$split --corpus $$c --backend extractive --skip-history \
+	    --out $(MODELS_WORK)/answers-$$c$$mode.md $$mode || exit 1; \
+	done; done; done
+	$(PY) -m coderag_training.fit.refusal
+	$(PY) -m coderag_training.fit.refusal --doubt --write-doubt
+	$(PY) -m coderag_training.fit.refusal --lexical
+	$(PY) -m coderag_training.fit.unsafe --write
 
 # ---- compose mode, built offline (docs/OFFLINE.md) ----
 DOCKER ?= docker

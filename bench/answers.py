@@ -446,7 +446,8 @@ def main() -> int:
         choices=("learned", "gate"),
         default="learned",
         help="refusal rule: the shipped learned model (in sample on the tuning split: see "
-        "bench/train_refusal.py for its held-out figures), or the cosine gate fitted per fold",
+        "coderag_training.fit.refusal and refusal.card.json for its held-out figures), or the "
+        "cosine gate fitted per fold",
     )
     ap.add_argument("--calibrate-only", action="store_true", help="only the score-gate table")
     ap.add_argument(

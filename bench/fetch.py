@@ -27,13 +27,13 @@ from (``split: "mined"``, in neither split); :func:`load_corpora` never returns 
 that iterates the splits sees them, but :func:`get_corpus` and :func:`corpus_root` find them by
 name.
 
-Other bench scripts import :func:`corpus_root` and :func:`load_corpora`.
+Other bench scripts import :func:`corpus_root` and :func:`load_corpora`; the lists themselves
+are read by ``coderag_training.pins`` (the trainers read them too, and may not import bench).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import pathlib
 import shutil
 import subprocess
@@ -42,64 +42,21 @@ import tarfile
 import tempfile
 import zipfile
 
+# the lists are read where the trainers read them; re-exported for the benchmarks that import them
+from coderag_training.pins import CORPORA_FILE as CORPORA_FILE
+from coderag_training.pins import KINDS as KINDS
+from coderag_training.pins import MINING_FILE as MINING_FILE
+from coderag_training.pins import REQUIRED_KEYS as REQUIRED_KEYS
+from coderag_training.pins import WRITTEN_DIR as WRITTEN_DIR
+from coderag_training.pins import PinError as FetchError
+from coderag_training.pins import get_corpus, load_corpora, load_mining, load_written
+
 BENCH_DIR = pathlib.Path(__file__).resolve().parent
-CORPORA_FILE = BENCH_DIR / "corpora.json"
-MINING_FILE = BENCH_DIR / "mining.json"
-WRITTEN_DIR = BENCH_DIR / "written"
-"""One JSON list per file: the code bases of the written-questions program (issue 44), split
-``wtrain`` (training) or ``wtest`` (frozen test, by code base)."""
 CACHE_DIR = BENCH_DIR / ".cache"
 ARCHIVE_DIR = CACHE_DIR / "archives"
 SRC_DIR = CACHE_DIR / "src"
 
-REQUIRED_KEYS = ("name", "kind", "package", "version", "sha256", "root", "language")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".zip", ".deb")
-KINDS = ("pypi", "debian", "npm")
-
-
-class FetchError(RuntimeError):
-    """A corpus could not be downloaded, verified or extracted."""
-
-
-def load_corpora(path: pathlib.Path = CORPORA_FILE) -> list[dict]:
-    """Return the corpus entries of ``bench/corpora.json`` (or of ``path``), validated for
-    required keys."""
-    entries = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(entries, list):
-        raise FetchError(f"{path}: expected a JSON list")
-    for entry in entries:
-        missing = [key for key in REQUIRED_KEYS if key not in entry]
-        if missing:
-            raise FetchError(f"{path}: entry {entry!r} lacks {missing}")
-        if entry["kind"] not in KINDS:
-            raise FetchError(f"{path}: unknown kind {entry['kind']!r}")
-    return entries
-
-
-def load_mining() -> list[dict]:
-    """Return the entries of ``bench/mining.json`` (code bases mined for training questions)."""
-    return load_corpora(MINING_FILE) if MINING_FILE.is_file() else []
-
-
-def load_written() -> list[dict]:
-    """Return the code bases of ``bench/written/*.json`` that are not already in
-    ``mining.json`` (the written program also writes questions over mined code bases)."""
-    mined = {entry["name"] for entry in load_mining()}
-    entries: list[dict] = []
-    for path in sorted(WRITTEN_DIR.glob("*.json")):
-        entries += [entry for entry in load_corpora(path) if entry["name"] not in mined]
-    return entries
-
-
-def get_corpus(name: str) -> dict:
-    """Return the corpus entry called ``name`` (``corpora.json`` first, then ``mining.json``,
-    then ``written/*.json``) or raise FetchError."""
-    entries = load_corpora() + load_mining() + load_written()
-    for entry in entries:
-        if entry["name"] == name:
-            return entry
-    known = ", ".join(entry["name"] for entry in entries)
-    raise FetchError(f"unknown corpus {name!r} (known: {known})")
 
 
 def sha256_of(path: pathlib.Path) -> str:

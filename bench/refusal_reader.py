@@ -5,9 +5,9 @@ questions from answerable ones better than what the refusal rule reads today?
 
 For every question of every corpus whose hits ``bench/answers.py`` saved
 (``bench/.cache/answers-hits``: the tuning corpora's retrieved by rankers that never saw them,
-the frozen ones' by the shipped ranker), the cross-encoder of a ``bench/train_listwise.py`` run
-scores its first ``--top`` hits (cached in the run's directory). Two rules are then fitted as
-``bench/train_refusal.py`` fits the shipped one, today's ``relevance.FEATURES`` alone and with
+the frozen ones' by the shipped ranker), the cross-encoder of a ``coderag_training.fit.listwise``
+run scores its first ``--top`` hits (cached in the run's directory). Two rules are then fitted as
+``coderag_training.fit.refusal`` fits the shipped one, today's ``relevance.FEATURES`` alone and with
 the reader's features added (its logit for the first hit, its best over the first ``--top``,
 the first hit's margin over the rest):
 
@@ -28,11 +28,12 @@ import sys
 
 import numpy as np
 
-from bench import train_refusal as tr
 from bench.fetch import load_corpora
-from bench.train_listwise import RUNS, Scorer, model_dir
 from coderag.embedding import reader_text
 from coderag.settings import Settings
+from coderag_retriever import relevance
+from coderag_training.fit import refusal as tr
+from coderag_training.fit.listwise import RUNS, Scorer, model_dir
 
 READER = ("reader_first", "reader_best", "reader_margin")
 """The reader's features, beside ``relevance.FEATURES``."""
@@ -98,7 +99,7 @@ def line(label: str, refused: np.ndarray, y: np.ndarray) -> str:
 def main() -> int:
     """Score, fit both rules, print the tables."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", required=True, help="a bench/train_listwise.py run's name")
+    ap.add_argument("--run", required=True, help="a coderag_training.fit.listwise run's name")
     ap.add_argument("--top", type=int, default=3, help="hits the reader scores per question")
     ap.add_argument("--l2", type=float, default=1.0)
     ap.add_argument("--max-false-refusals", type=float, default=0.05)
@@ -115,7 +116,7 @@ def main() -> int:
     both = np.hstack([x, extra])
     corpus = np.array(corpus_of)
     tuning_rows = np.isin(corpus, tuning)
-    zh = x[:, list(tr.relevance.FEATURES).index("chinese")] == 1.0
+    zh = x[:, list(relevance.FEATURES).index("chinese")] == 1.0
     print(f"reader: {model_dir(RUNS / args.run)}, first {args.top} hits\n")
     print("Leave one tuning corpus out (the `tune` corpora's rows flatter the reader, which")
     print("learned from their answerable questions):\n")

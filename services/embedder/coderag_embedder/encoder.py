@@ -191,7 +191,7 @@ def _load(
             converted, device, batch, max_tokens or E5_SMALL_TOKENS, reduced
         )
     model_dir = Path(model) if model else default_model_dir()
-    if (model_dir / E5_VOCAB).is_file():  # an e5 directory, e.g. fine-tuned by bench/train_encoder
+    if (model_dir / E5_VOCAB).is_file():  # an e5 directory, e.g. coderag_training.fit.encoder's
         name = f"e5-{_fingerprint(model_dir, 'mean', 0, 'fp32')}"  # + precision and length
         return TorchE5Encoder(  # type: ignore[return-value]
             model_dir, device, batch, max_tokens or E5_SMALL_TOKENS, reduced, name=name

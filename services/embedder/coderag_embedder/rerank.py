@@ -160,7 +160,7 @@ def _load(model_dir: str) -> Reader:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     path = Path(model_dir)
-    if (path / "reranker.safetensors").is_file():  # a run of bench/train_reranker.py
+    if (path / "reranker.safetensors").is_file():  # a run of coderag_training.fit.reranker
         return packaged(path / "reranker.safetensors")
     if not (path / "config.json").is_file():
         raise ConfigError(f"CODERAG_RERANK_MODEL={model_dir} is not a model directory")

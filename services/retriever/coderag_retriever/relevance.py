@@ -6,7 +6,8 @@ The learned refusal rule: a logistic model of "the indexed code does not hold th
 what retrieval says about a question (best cosine, the learned ranker's confidence in its first
 hits, how many routes put the first hit near their top, how much of the question the top hits
 mention). Fitted leave-one-corpus-out on the tuning split's answerable and absent questions by
-``bench/train_refusal.py``; shipped as ``refusal.json`` beside this module.
+``python -m coderag_training.fit.refusal``; shipped as ``refusal.json`` beside this module, with
+its card (``refusal.card.json``), and read through ``coderag.fitted``.
 
 A cosine gate alone does not carry over to code bases it was not fitted on (docs/BENCHMARKS.md):
 absent and answerable questions differ by about 0.03 in median cosine, while the ranker's
@@ -14,15 +15,13 @@ confidence and the routes' agreement differ by far more."""
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from coderag import fitted, spaces, words
 from coderag import gate as cosine
-from coderag import spaces, words
 from coderag.gate import best_similarity, names_code
 from coderag.language import STOP_EN, has_han
 from coderag.routes import COSINE, VECTOR
@@ -35,7 +34,7 @@ MODEL_FILE = Path(__file__).with_name("refusal.json")
 
 LEXICAL_MODEL_FILE = Path(__file__).with_name("refusal_lexical.json")
 """The model for a repository whose vectors are still being written: fitted on the tuning
-split's hits ranked without the vector routes (``bench/train_refusal.py --lexical``)."""
+split's hits ranked without the vector routes (``coderag_training.fit.refusal --lexical``)."""
 
 TOP = 3
 """Hits whose support counts, and the rank within which a route "agrees" on the first hit."""
@@ -71,14 +70,15 @@ class Model:
     ``english``): the model is applied as it was fitted."""
     doubt: float | None = None
     """p(absent) from which an answer that is not refused says the code may not contain what
-    was asked (chosen on the tuning split by ``bench/train_refusal.py --doubt``); None: never."""
+    was asked (chosen on the tuning split by ``coderag_training.fit.refusal --doubt``); None:
+    never."""
 
     def p_absent(self, values: dict[str, float]) -> float:
         """Probability that the code does not hold the answer."""
         z = self.bias
         for name, mu, sd, w in zip(self.features, self.mean, self.scale, self.weights, strict=True):
             z += w * (values[name] - mu) / sd
-        return 1.0 / (1.0 + math.exp(-z))
+        return fitted.sigmoid(z)
 
 
 def english(query: str, settings: Settings) -> list[str]:
@@ -128,20 +128,19 @@ def features(query: str, hits: Sequence[Hit], extra: Sequence[str] = ()) -> dict
 
 @cache
 def _load(path: str) -> Model | None:
-    file = Path(path)
-    if not file.is_file():
+    raw = fitted.load(Path(path))
+    if raw is None:
         return None
-    raw = json.loads(file.read_text("utf-8"))
     return Model(
-        encoder=raw["encoder"],
-        features=tuple(raw["features"]),
-        mean=tuple(raw["mean"]),
-        scale=tuple(raw["scale"]),
-        weights=tuple(raw["weights"]),
-        bias=float(raw["bias"]),
-        threshold=float(raw["threshold"]),
-        zh_words=bool(raw.get("zh_words", False)),
-        doubt=None if raw.get("doubt") is None else float(raw["doubt"]),
+        encoder=raw.text("encoder"),
+        features=raw.texts("features"),
+        mean=raw.numbers("mean"),
+        scale=raw.numbers("scale"),
+        weights=raw.numbers("weights"),
+        bias=raw.number("bias"),
+        threshold=raw.number("threshold"),
+        zh_words=raw.flag("zh_words", False),
+        doubt=raw.optional_number("doubt"),
     )
 
 

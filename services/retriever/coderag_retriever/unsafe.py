@@ -5,21 +5,21 @@ hand-written rules (``coderag_generator.refusal``) say so.
 
 The rules catch the phrasings they were written for and few others: on requests written by
 someone who never read them they declined 1 of 30 (docs/BENCHMARKS.md). The vector reads what
-a request asks for, in English or Chinese. Fitted by ``bench/train_unsafe.py`` on
+a request asks for, in English or Chinese. Fitted by ``python -m coderag_training.fit.unsafe`` on
 ``bench/questions/unsafe/train.jsonl``, its threshold chosen on ``tune.jsonl``; shipped as
-``unsafe.json`` beside this module.
+``unsafe.json`` beside this module, with its card (``unsafe.card.json``), and read through
+``coderag.fitted``.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
+from coderag import fitted
 from coderag.embedding import QueryEmbedder
 from coderag.errors import Unavailable
 from coderag.settings import Settings
@@ -42,20 +42,28 @@ class Model:
     def p_unsafe(self, vector: np.ndarray) -> float:
         """Probability that the question asks to get around a control or at a secret."""
         z = float(np.dot(np.asarray(self.weights, dtype=np.float64), vector)) + self.bias
-        return 1.0 / (1.0 + math.exp(-z))
+        return fitted.sigmoid(z)
 
 
 @cache
 def _load(path: str) -> Model | None:
-    file = Path(path)
-    if not file.is_file():
+    raw = fitted.load(Path(path))
+    if raw is None:
         return None
-    return Model(**json.loads(file.read_text("utf-8")))
+    return Model(
+        space=raw.text("space"),
+        encoder=raw.text("encoder"),
+        weights=list(raw.numbers("weights")),
+        bias=raw.number("bias"),
+        threshold=raw.number("threshold"),
+        fitted_on=raw.text("fitted_on", ""),
+    )
 
 
 def save(model: Model, path: Path = MODEL_FILE) -> None:
-    """Write a fitted model (``bench/train_unsafe.py --write``)."""
-    path.write_text(json.dumps(asdict(model), indent=1) + "\n", encoding="utf-8")
+    """Write a fitted model (``python -m coderag_training.fit.unsafe --write``, which writes its
+    card next)."""
+    fitted.dump(path, asdict(model))
     _load.cache_clear()
 
 

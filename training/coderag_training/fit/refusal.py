@@ -1,7 +1,7 @@
 """Fit the learned refusal rule (``coderag_retriever/refusal.json``) on the tuning split.
 
-    python -m bench.train_refusal [--max-false-refusals 0.05] [--l2 1.0] [--dry-run]
-    python -m bench.train_refusal --doubt [--write-doubt]   # the floor an answer says it doubts
+    python -m coderag_training.fit.refusal [--max-false-refusals 0.05] [--l2 1.0] [--dry-run]
+    python -m coderag_training.fit.refusal --doubt [--write-doubt]   # the floor an answer doubts
 
 Reads each tuning corpus's questions (splits ``tune`` and ``tune2``) and the hits
 ``bench/answers.py`` saved for them (``bench/.cache/answers-hits``), retrieved with a ranker that
@@ -10,25 +10,25 @@ saw (the shipped ranker is trained on every tuning corpus)::
 
     python -m bench.train_ranker bench/.cache/features-tune9.jsonl --fold-rankers F
     for c in requests click cobra immer rnsvg indexmap; do
-        CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data-e20 \
+        CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data \\
             python -m bench.answers --split tune --corpus $c --backend extractive
     done
     for c in httpx gorilla_mux table_core; do
-        CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data-new \
+        CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data \\
             python -m bench.answers --split tune2 --corpus $c --backend extractive
     done
-    python -m bench.train_refusal
+    python -m coderag_training.fit.refusal
 
-``--lexical`` fits the rule for a repository whose vectors are still being written
-(``refusal_lexical.json``) on the hits of ``bench/answers.py --lexical`` (vector routes left
-out), retrieved the same way.
+``make models`` runs every step. ``--lexical`` fits the rule for a repository whose vectors are
+still being written (``refusal_lexical.json``) on the hits of ``bench/answers.py --lexical``
+(vector routes left out), retrieved the same way.
 
 It fits a logistic model of "absent" over ``relevance.FEATURES`` and picks the probability
 threshold with the best refusal accuracy minus false refusals whose false refusals stay within
 the goal. It reports leave-one-corpus-out figures (fit on the others, the held-out one
-scored), then fits on all of them and writes the model. The rule is applied as ``/ask`` applies
-it: the named-term check first, and never against a question that names an identifier of the
-code. Nothing here reads the test split.
+scored), then fits on all of them and writes the model and its card. The rule is applied as
+``/ask`` applies it: the named-term check first, and never against a question that names an
+identifier of the code. Nothing here reads the test split.
 """
 
 from __future__ import annotations
@@ -36,20 +36,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+from coderag import fitted
+from coderag.gate import names_code
+from coderag.schemas import Hit
+from coderag.settings import Settings
+from coderag_generator import refusal
+from coderag_retriever import relevance
+from coderag_training import cards, pins
 
-from bench.fetch import load_corpora  # noqa: E402
-from coderag.gate import names_code  # noqa: E402
-from coderag.schemas import Hit  # noqa: E402
-from coderag.settings import Settings  # noqa: E402
-from coderag_generator import refusal  # noqa: E402
-from coderag_retriever import relevance  # noqa: E402
-
-HITS = HERE / ".cache" / "answers-hits"
+HITS = pins.CACHE / "answers-hits"
 """Where bench/answers.py keeps each corpus's retrieved hits."""
 
 SETTINGS = Settings()
@@ -58,11 +59,24 @@ SETTINGS = Settings()
 ENCODER = SETTINGS.embed_model_2
 """The encoder whose cosines the tuning hits carry (the packaged default)."""
 
+ITERATIONS = 5000
+"""Gradient-descent steps of one fit."""
 
-def saved(name: str, hits_dir: Path = HITS) -> list[tuple[dict, list[Hit]]]:
+LOSS_EVERY = 250
+"""Steps between two points of the loss curve a card records."""
+
+Cases = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]
+"""(features, absent?, refused before the model, model may refuse, corpus) per question."""
+
+
+def question_file(name: str) -> Path:
+    """A tuning corpus's questions."""
+    return pins.QUESTIONS / f"{name}.jsonl"
+
+
+def saved(name: str, hits_dir: Path = HITS) -> list[tuple[dict[str, Any], list[Hit]]]:
     """A corpus's questions, each with the hits ``bench/answers.py`` saved for it."""
-    lines = (HERE / "questions" / f"{name}.jsonl").read_text("utf-8").splitlines()
-    questions = [json.loads(line) for line in lines if line.strip()]
+    questions = pins.read_jsonl(question_file(name))
     kept = json.loads((hits_dir / f"{name}.json").read_text("utf-8"))
     if len(kept) != len(questions):
         raise SystemExit(f"{name}: saved hits are stale; rerun bench/answers.py for it")
@@ -72,9 +86,7 @@ def saved(name: str, hits_dir: Path = HITS) -> list[tuple[dict, list[Hit]]]:
     ]
 
 
-def cases(
-    corpora: list[str], hits_dir: Path = HITS, zh_words: bool = False
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+def cases(corpora: list[str], hits_dir: Path = HITS, zh_words: bool = False) -> Cases:
     """(features, absent?, refused before the model, model may refuse, corpus) per question."""
     x, y, pre, open_, names = [], [], [], [], []
     for name in corpora:
@@ -89,20 +101,26 @@ def cases(
     return np.array(x), np.array(y, bool), np.array(pre), np.array(open_), names
 
 
-def fit(x: np.ndarray, y: np.ndarray, l2: float) -> dict:
-    """Logistic regression by gradient descent on standardised features (L2 on the weights)."""
+def fit(
+    x: np.ndarray, y: np.ndarray, l2: float, curve: list[float] | None = None
+) -> dict[str, Any]:
+    """Logistic regression by gradient descent on standardised features (L2 on the weights);
+    ``curve`` collects the mean log loss every ``LOSS_EVERY`` steps."""
     mean, scale = x.mean(0), x.std(0)
     scale[scale < 1e-9] = 1.0
     z = (x - mean) / scale
     w, b = np.zeros(z.shape[1]), 0.0
-    for _ in range(5000):
+    for step in range(ITERATIONS):
         p = 1 / (1 + np.exp(-(z @ w + b)))
+        if curve is not None and step % LOSS_EVERY == 0:
+            q = np.clip(p, 1e-12, 1 - 1e-12)
+            curve.append(float(-np.mean(y * np.log(q) + (1 - y) * np.log(1 - q))))
         w -= 0.1 * (z.T @ (p - y) + l2 * w) / len(y)
         b -= 0.1 * float((p - y).mean())
     return {"mean": mean.tolist(), "scale": scale.tolist(), "weights": w.tolist(), "bias": b}
 
 
-def probabilities(model: dict, x: np.ndarray) -> np.ndarray:
+def probabilities(model: dict[str, Any], x: np.ndarray) -> np.ndarray:
     """p(absent) per row."""
     z = (x - np.array(model["mean"])) / np.array(model["scale"])
     return 1 / (1 + np.exp(-(z @ np.array(model["weights"]) + model["bias"])))
@@ -113,7 +131,9 @@ def rates(refused: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(refused[y].mean()), float(refused[~y].mean())
 
 
-def threshold(p, y, pre, open_, max_fr: float) -> tuple[float, float, float]:
+def threshold(
+    p: np.ndarray, y: np.ndarray, pre: np.ndarray, open_: np.ndarray, max_fr: float
+) -> tuple[float, float, float]:
     """The threshold with the best accuracy minus false refusals within ``max_fr``."""
     best = (1.0, *rates(pre, y))
     for t in np.linspace(0.0, 1.0, 201):
@@ -123,13 +143,23 @@ def threshold(p, y, pre, open_, max_fr: float) -> tuple[float, float, float]:
     return best
 
 
-def rule(x, y, pre, open_, l2: float, max_fr: float) -> tuple[dict, float, float, float]:  # type: ignore[no-untyped-def]
+def rule(
+    x: np.ndarray,
+    y: np.ndarray,
+    pre: np.ndarray,
+    open_: np.ndarray,
+    l2: float,
+    max_fr: float,
+    curve: list[float] | None = None,
+) -> tuple[dict[str, Any], float, float, float]:
     """A rule fitted on these rows: (model, threshold, refusal accuracy, false refusals)."""
-    model = fit(x, y, l2)
+    model = fit(x, y, l2, curve)
     return model, *threshold(probabilities(model, x), y, pre, open_, max_fr)
 
 
-def refuses(model: dict, t: float, x, pre, open_) -> np.ndarray:  # type: ignore[no-untyped-def]
+def refuses(
+    model: dict[str, Any], t: float, x: np.ndarray, pre: np.ndarray, open_: np.ndarray
+) -> np.ndarray:
     """Which rows a rule refuses: the named-term check first, then the model where it may."""
     return pre | (open_ & (probabilities(model, x) >= t))
 
@@ -158,9 +188,9 @@ def doubt_report(p: np.ndarray, y: np.ndarray, refused: np.ndarray, open_: np.nd
     return chosen
 
 
-def main() -> int:
-    """Report leave-one-corpus-out, fit on all tuning corpora, write the model."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(argv: list[str]) -> argparse.Namespace:
+    """The command line."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--max-false-refusals", type=float, default=0.05)
     ap.add_argument("--l2", type=float, default=1.0)
     ap.add_argument("--dry-run", action="store_true", help="report only, write nothing")
@@ -185,9 +215,17 @@ def main() -> int:
         action="store_true",
         help="with --doubt: write only the chosen floor into the shipped rule, and stop",
     )
-    args = ap.parse_args()
-    tuning = [c["name"] for c in load_corpora() if c.get("split", "tune").startswith("tune")]
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    """Report leave-one-corpus-out, fit on all tuning corpora, write the model and its card."""
+    args = arguments(argv)
+    command = " ".join(["python -m coderag_training.fit.refusal", *argv])
+    started = time.monotonic()
+    tuning = [c["name"] for c in pins.load_corpora() if c.get("split", "tune").startswith("tune")]
     hits_dir = HITS.with_name("answers-hits-lexical") if args.lexical else HITS
+    path = relevance.LEXICAL_MODEL_FILE if args.lexical else relevance.MODEL_FILE
     x, y, pre, open_, names = cases(tuning, hits_dir, args.zh_words)
     corpus = np.array(names)
     print(f"{len(y)} questions, {int(y.sum())} absent, corpora {', '.join(tuning)}\n")
@@ -196,6 +234,7 @@ def main() -> int:
     print("| --- | --- | --- | --- | --- | --- |")
     pooled = np.zeros(len(y), bool)  # each question refused or not by the fold that held it out
     held_p = np.zeros(len(y))  # p(absent) under the fold that held the question out
+    held_out: dict[str, Any] = {"method": "leave one tuning corpus out: fitted on the others"}
     for held in tuning:
         m = corpus != held
         model, t, ra, fr = rule(x[m], y[m], pre[m], open_[m], args.l2, args.max_false_refusals)
@@ -204,52 +243,82 @@ def main() -> int:
         pooled[h] = refuses(model, t, x[h], pre[h], open_[h])
         got = rates(pooled[h], y[h])
         only = rates(pre[h], y[h])
+        held_out[held] = {
+            "absent": int(y[h].sum()),
+            "threshold": t,
+            "absent_refused": got[0],
+            "answerable_refused": got[1],
+        }
         print(f"| {held} | {int(y[h].sum())} | {t:.3f} | {ra:.2f} / {fr:.2f} | "
               f"{got[0]:.2f} / {got[1]:.2f} | {only[0]:.2f} / {only[1]:.2f} |")  # fmt: skip
     zh = np.array([c == 1.0 for c in x[:, list(relevance.FEATURES).index("chinese")]])
     for label, part in (("all", np.ones(len(y), bool)), ("English", ~zh), ("Chinese", zh)):
         ra, fr = rates(pooled[part], y[part])
         only = rates(pre[part], y[part])
+        held_out[f"pooled, {label}"] = {"absent_refused": ra, "answerable_refused": fr}
         print(f"| held out, pooled, {label} | {int(y[part].sum())} | | | {ra:.2f} / {fr:.2f} | "
               f"{only[0]:.2f} / {only[1]:.2f} |")  # fmt: skip
     if args.doubt:
         floor = doubt_report(held_p, y, pooled, open_)
         if args.write_doubt:  # only the floor: the shipped rule's weights stay as they are
-            path = relevance.LEXICAL_MODEL_FILE if args.lexical else relevance.MODEL_FILE
             shipped = json.loads(path.read_text("utf-8"))
             shipped["doubt"] = floor
             shipped["doubt_chosen_by"] = (
                 f"lowest p(absent) floor calling at most {MAX_DOUBTED:.0%} of the answered "
                 f"answerable tuning questions doubtful, each held out of its rule's fit"
             )
-            path.write_text(json.dumps(shipped, indent=1) + "\n", "utf-8")
-            print(f"wrote the doubt floor into {path}")
+            fitted.dump(path, shipped)
+            cards.amend(path, command, {"doubt": floor, "max_doubted": MAX_DOUBTED})
+            print(f"wrote the doubt floor into {path} and its card")
             return 0
-    model, t, ra, fr = rule(x, y, pre, open_, args.l2, args.max_false_refusals)
+    curve: list[float] = []
+    model, t, ra, fr = rule(x, y, pre, open_, args.l2, args.max_false_refusals, curve)
     print(f"\nAll tuning corpora: threshold {t:.3f}, refusal accuracy {ra:.2f}, false refusals "
           f"{fr:.2f} (in sample).")  # fmt: skip
-    if not args.dry_run:
-        out = {
-            "encoder": ENCODER,
-            "features": list(relevance.FEATURES),
-            **model,
+    if args.dry_run:
+        return 0
+    out = {
+        "encoder": ENCODER,
+        "features": list(relevance.FEATURES),
+        **model,
+        "threshold": t,
+        "zh_words": args.zh_words,
+        "fitted_on": {
+            "corpora": tuning,
+            "questions": len(y),
+            "absent": int(y.sum()),
+            "l2": args.l2,
+            "max_false_refusals": args.max_false_refusals,
+        },
+    }
+    if args.lexical:
+        out["state"] = "vectors missing: keyword, symbol, exact, feedback and history routes"
+    fitted.dump(path, out)
+    cards.write_card(
+        path,
+        command=command,
+        inputs=[
+            pins.CORPORA_FILE,
+            *(question_file(c) for c in tuning),
+            *(hits_dir / f"{c}.json" for c in tuning),
+        ],
+        code_bases=tuning,
+        questions={"answerable": int((~y).sum()), "absent": int(y.sum())},
+        steps=ITERATIONS,
+        seconds=time.monotonic() - started,
+        loss=curve,
+        held_out=held_out,
+        extra={
+            "l2": args.l2,
+            "max_false_refusals": args.max_false_refusals,
             "threshold": t,
-            "zh_words": args.zh_words,
-            "fitted_on": {
-                "corpora": tuning,
-                "questions": len(y),
-                "absent": int(y.sum()),
-                "l2": args.l2,
-                "max_false_refusals": args.max_false_refusals,
-            },
-        }
-        if args.lexical:
-            out["state"] = "vectors missing: keyword, symbol, exact, feedback and history routes"
-        path = relevance.LEXICAL_MODEL_FILE if args.lexical else relevance.MODEL_FILE
-        path.write_text(json.dumps(out, indent=1) + "\n", "utf-8")
-        print(f"wrote {path}")
+            "in_sample": {"absent_refused": ra, "answerable_refused": fr},
+        },
+        notes=f"the loss is the mean log loss every {LOSS_EVERY} steps of the fit on all corpora",
+    )
+    print(f"wrote {path} and its card")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,9 +1,10 @@
 """Fine-tune the vector route's encoder on questions (issue 31, lever 2), from the candidate lists
 of ``bench/rerank_data.py``.
 
-    python -m bench.train_encoder overfit               # 200 questions, loss must fall to ~0
-    python -m bench.train_encoder train --name NAME [--base e5] [--steps 300 --lr 5e-4 ...]
-        # bench/.cache/encoder-runs/NAME/{encoder,adapter,card.json,train.log}
+    python -m coderag_training.fit.encoder overfit      # 200 questions, loss must fall to ~0
+    python -m coderag_training.fit.encoder train --name NAME [--base e5] [--steps 300 ...]
+        # bench/.cache/encoder-runs/NAME/{encoder,adapter,card.json,train.log}, and the
+        # adapters' card adapter/adapter_model.card.json
     CODERAG_DATA_DIR=bench/.cache/data-NAME \\
     CODERAG_EMBED_MODEL=bench/.cache/encoder-runs/NAME/encoder \\
         python -m bench.retrieval --split tune2        # the whole search with the new vectors
@@ -20,18 +21,20 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
+import time
 from functools import cache
 from pathlib import Path
 
+from coderag_training import cards, pins
 from coderag_training import encoder as enc
 from coderag_training import reranker as rr
+from coderag_training.fit.reranker import list_files
 
-HERE = Path(__file__).resolve().parent
-
-LISTS = HERE / ".cache" / "rerank"
+LISTS = pins.CACHE / "rerank"
 """Candidate lists written by ``bench/rerank_data.py``."""
 
-RUNS = HERE / ".cache" / "encoder-runs"
+RUNS = pins.CACHE / "encoder-runs"
 """One folder per training run."""
 
 TRAIN_SPLITS = ("tune", "mined")
@@ -71,7 +74,17 @@ def load(base: str, rank: int) -> enc.Model:
     return enc.load_e5(RUNS, rank=rank) if base == "e5" else enc.load(rank=rank)
 
 
+def logged_loss(log: Path) -> list[float]:
+    """The mean loss of every tenth step of the last run logged in ``log`` (a run of the same
+    name appends to it: its steps start again)."""
+    rows = [json.loads(line) for line in log.read_text("utf-8").splitlines() if line.strip()]
+    steps = [r for r in rows if "loss" in r]
+    starts = [i for i, r in enumerate(steps) if i == 0 or r["step"] <= steps[i - 1]["step"]]
+    return [float(r["loss"]) for r in steps[starts[-1] :]] if steps else []
+
+
 def cmd_overfit(args: argparse.Namespace) -> int:
+    """Fit a few hundred questions: a trainer whose loss does not fall to about 0 is broken."""
     rng = random.Random(0)
     data = enc.examples(split_questions("tune"))
     few = rng.sample(data, min(args.questions, len(data)))
@@ -84,6 +97,8 @@ def cmd_overfit(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """Train adapters, keep the best tune2 step, merge and save, with the adapters' card."""
+    started = time.monotonic()
     run = RUNS / args.name
     run.mkdir(parents=True, exist_ok=True)
     written = enc.examples(split_questions("tune"))
@@ -115,6 +130,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     }
     model.model.to("cpu")  # merged and saved for the CPU that serves it
     target = enc.save(model, run, card)
+    cards.write_card(
+        run / "adapter" / "adapter_model.safetensors",
+        command=" ".join(["python -m coderag_training.fit.encoder", *sys.argv[1:]]),
+        inputs=list_files("tune") + (list_files("mined") if args.mined else []),
+        code_bases={e.corpus for e in written + mined},
+        questions={"written (tune)": len(written), "mined": len(mined)},
+        steps=args.steps,
+        seconds=time.monotonic() - started,
+        loss=logged_loss(run / "train.log"),
+        held_out={"tune2 (the tuning metric)": record["evaluations"]},
+        extra={k: v for k, v in card.items() if k != "evaluations"},
+    )
     print(
         json.dumps(
             {
@@ -128,7 +155,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    """Run one command."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     o = sub.add_parser("overfit", help="show the trainer can fit a few hundred questions")
     o.add_argument("--questions", type=int, default=200)

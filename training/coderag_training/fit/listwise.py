@@ -1,12 +1,12 @@
 """Lever 7 of issue 31: the cross-encoder trained by sentence-transformers' own trainer
 (``CrossEncoderTrainer``) with a listwise loss, over the candidate lists of
-``bench/rerank_data.py``, instead of ``bench/train_reranker.py``'s hand-written loop.
+``bench/rerank_data.py``, instead of ``coderag_training.fit.reranker``'s hand-written loop.
 
-    python -m bench.train_listwise overfit                     # 200 pairs must reach ~0 loss
-    python -m bench.train_listwise train --name l1 [--loss listnet|lambda --lr 1e-4 --steps 1200]
-    python -m bench.train_listwise evaluate --name l1          # tune2 fits the weight, then test*
-    python -m bench.train_listwise evaluate --name l1 --lists DIR   # another search's lists
-    python -m bench.train_listwise log --name l1               # loss and tune2 per evaluation
+    python -m coderag_training.fit.listwise overfit        # 200 pairs must reach ~0 loss
+    python -m coderag_training.fit.listwise train --name l1 [--loss listnet|lambda --lr 1e-4]
+    python -m coderag_training.fit.listwise evaluate --name l1   # tune2 fits the weight, test*
+    python -m coderag_training.fit.listwise evaluate --name l1 --lists DIR   # another search's
+    python -m coderag_training.fit.listwise log --name l1  # loss and tune2 per evaluation
 
 It needs ``datasets==5.2.0`` beside the lock (the trainer reads a ``datasets.Dataset``); nothing
 shipped imports it, so the lock leaves it out.
@@ -21,7 +21,8 @@ so its floor is 1.99, not 0, and it asks only for a margin of one logit (the fir
 tune2's R@1 after reordering the ranker's top 10 is the tuning metric: the trainer evaluates it
 every ``--eval-every`` steps and restores the best checkpoint (``load_best_model_at_end``). The
 frozen splits are read by ``evaluate`` alone. A run's ``model/`` directory is a plain Hugging
-Face sequence-classification model: ``CODERAG_RERANK_MODEL`` may name it as it is.
+Face sequence-classification model: ``CODERAG_RERANK_MODEL`` may name it as it is; its card is
+``model.card.json`` beside the weights in ``model/``.
 """
 
 from __future__ import annotations
@@ -33,15 +34,15 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-HERE = Path(__file__).resolve().parent
+from coderag_embedder.rerank import base_dir
+from coderag_training import cards, pins
+from coderag_training import reranker as rr
+from coderag_training.fit import reranker as hand
+from coderag_training.fit.reranker import TOPS, WEIGHTS, WRITTEN_WEIGHT, split_questions
 
-from bench import train_reranker  # noqa: E402
-from bench.train_reranker import TOPS, WEIGHTS, WRITTEN_WEIGHT, split_questions  # noqa: E402
-from coderag_training import reranker as rr  # noqa: E402
-
-RUNS = HERE / ".cache" / "listwise-runs"
+RUNS = pins.CACHE / "listwise-runs"
 """Each run's log, checkpoints and best model."""
 
 MAX_TOKENS = 160
@@ -69,18 +70,22 @@ class Scorer:
         self.memo.update({(query, t): v for t, v in fresh.items()})
         return [self.memo[(query, t)] for t in texts]
 
+    def reader(self) -> rr.Reader:
+        """This scorer where the evaluation expects the embedder's reader (it calls ``scores``
+        alone)."""
+        return cast(rr.Reader, self)
+
 
 def fresh(layers: int) -> Any:
     """The packaged all-MiniLM-L6-v2's first ``layers`` transformer layers as a CrossEncoder:
     the library's modules, mean pooling (the pooling the encoder was trained with) and a new
     one-logit dense head, logits left raw. The library's default for a bi-encoder, a
     sequence-classification head on the [CLS] pooler, never left chance in the overfit check."""
+    # heavy (they import torch): loaded by the commands that train or score, not by importing
     import torch
     from sentence_transformers.base.modules import Dense, Transformer
     from sentence_transformers.cross_encoder import CrossEncoder
     from sentence_transformers.sentence_transformer.modules import Pooling
-
-    from coderag_embedder.rerank import base_dir
 
     encoder = Transformer(
         str(base_dir()), transformer_task="feature-extraction", max_seq_length=MAX_TOKENS
@@ -121,17 +126,21 @@ def rows(
 
 def tune2_evaluator(top: int = 10, weight: float = 1.0) -> Any:
     """The tuning metric as the library's trainer calls an evaluator."""
-    from sentence_transformers.base.evaluation import BaseEvaluator
+    from sentence_transformers.base.evaluation import BaseEvaluator  # heavy: imports torch
 
     questions = split_questions("tune2")
 
     class Tune2(BaseEvaluator):
+        """tune2's R@1 after reordering the ranker's top hits, the trainer's metric."""
+
         def __init__(self) -> None:
             super().__init__()
             self.primary_metric = "r1"
 
-        def __call__(self, model: Any, output_path: Any = None, epoch: int = -1, steps: int = -1):  # type: ignore[no-untyped-def]
-            reader = Scorer(model)
+        def __call__(
+            self, model: Any, output_path: Any = None, epoch: int = -1, steps: int = -1
+        ) -> dict[str, float]:
+            reader = Scorer(model).reader()
             alone = rr.metrics([rr.first_gold(rr.rerank(reader, q, top, 0.0)) for q in questions])
             mixed = rr.metrics(
                 [rr.first_gold(rr.rerank(reader, q, top, weight)) for q in questions]
@@ -143,33 +152,38 @@ def tune2_evaluator(top: int = 10, weight: float = 1.0) -> Any:
     return Tune2()
 
 
-def trainer_for(model: Any, data: dict[str, list[Any]], args: argparse.Namespace, out: Path):  # type: ignore[no-untyped-def]
+def trainer_for(model: Any, data: dict[str, list[Any]], args: argparse.Namespace, out: Path) -> Any:
     """The library's trainer, reading rows in their (curriculum) order."""
     import torch
 
     try:
-        from datasets import Dataset
+        from datasets import Dataset  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         raise SystemExit(
             "the library's trainer reads a datasets.Dataset: pip install datasets==5.2.0 "
             "(not in requirements.lock: nothing shipped needs it)"
         ) from None
-    from sentence_transformers.cross_encoder import (
+    from sentence_transformers.cross_encoder import (  # heavy: imports torch
         CrossEncoderTrainer,
         CrossEncoderTrainingArguments,
         losses,
     )
     from torch.utils.data import BatchSampler, SequentialSampler
 
-    class InOrder(CrossEncoderTrainer):  # type: ignore[misc]
-        def get_batch_sampler(self, dataset, batch_size, drop_last, *rest, **kw):  # type: ignore[no-untyped-def]
+    class InOrder(CrossEncoderTrainer):  # type: ignore[misc,unused-ignore]
+        """The library's trainer, reading rows in order, the new head at its own rate."""
+
+        def get_batch_sampler(
+            self, dataset: Any, batch_size: int, drop_last: bool, *rest: Any, **kw: Any
+        ) -> Any:
             return BatchSampler(SequentialSampler(range(len(dataset))), batch_size, drop_last)
 
-        def create_optimizer(self, *a, **kw):  # type: ignore[no-untyped-def]
+        def create_optimizer(self, *a: Any, **kw: Any) -> Any:
             # the new head starts untrained: at the encoder's rate it would take thousands of
             # steps to grow
             if self.optimizer is None:
-                head, body = [], []
+                head: list[Any] = []
+                body: list[Any] = []
                 for name, param in self.model.named_parameters():
                     if param.requires_grad:
                         (head if name.startswith("2.") else body).append(param)
@@ -201,7 +215,7 @@ def trainer_for(model: Any, data: dict[str, list[Any]], args: argparse.Namespace
         eval_strategy="steps" if evaluating else "no",
         eval_steps=args.eval_every if evaluating else None,
         save_strategy="steps" if evaluating else "no",
-        save_steps=args.eval_every if evaluating else None,
+        save_steps=args.eval_every if evaluating else 500,  # read only when it saves
         save_total_limit=2,
         load_best_model_at_end=evaluating,
         metric_for_best_model="eval_tune2_r1" if evaluating else None,
@@ -295,6 +309,20 @@ def train(args: argparse.Namespace) -> int:
         "best": trainer.state.best_metric,
     }
     (out / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    # the library lays the first module's weights at the folder's top, the head's in a subfolder
+    weights = min((out / "model").rglob("*.safetensors"), key=lambda p: len(p.parts))
+    cards.write_card(
+        weights,
+        command=" ".join(["python -m coderag_training.fit.listwise", *sys.argv[1:]]),
+        inputs=hand.list_files("tune") + hand.list_files("mined"),
+        code_bases={q.corpus for q in questions},
+        questions=card["questions"],
+        steps=args.steps,
+        seconds=seconds,
+        loss=[float(h["loss"]) for h in trainer.state.log_history if "loss" in h],
+        held_out={"tune2 (the tuning metric)": card["best"]},
+        extra={k: card[k] for k in ("base", "layers", "max_tokens", "loss", "lr", "negatives")},
+    )
     print(json.dumps({"saved": str(out / "model"), "best": card["best"], "seconds": seconds}))
     return 0
 
@@ -343,13 +371,14 @@ def log(args: argparse.Namespace) -> int:
 
 def evaluate(args: argparse.Namespace) -> int:
     """tune2 picks how many hits to reorder and the ranker's weight; then the frozen splits."""
+    # heavy (they import torch): loaded by the commands that train or score, not by importing
     import torch
     from sentence_transformers.cross_encoder import CrossEncoder
 
     torch.set_num_threads(args.threads)
     chosen = model_dir(RUNS / args.name)
     print(json.dumps({"model": str(chosen)}))
-    reader = Scorer(CrossEncoder(str(chosen), local_files_only=True), memo=True)
+    reader = Scorer(CrossEncoder(str(chosen), local_files_only=True), memo=True).reader()
     tune2 = split_questions("tune2")
     best = max(
         ((top, w) for top in TOPS for w in WEIGHTS),
@@ -370,6 +399,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
+    """Run one command."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("command", choices=("overfit", "train", "evaluate", "log"))
     ap.add_argument("--name", default="l1")
@@ -389,11 +419,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument(
         "--lists",
         type=Path,
-        default=train_reranker.LISTS,
+        default=hand.LISTS,
         help="candidate lists to read (another search's, as bench/rerank_data.py --out wrote)",
     )
     args = ap.parse_args(argv)
-    train_reranker.LISTS = args.lists
+    hand.LISTS = args.lists
     commands = {"overfit": overfit, "train": train, "evaluate": evaluate, "log": log}
     return commands[args.command](args)
 

@@ -4,22 +4,22 @@ frozen splits, over the candidate lists of ``bench/rerank_data.py``.
     python -m bench.fetch && python -m bench.fetch --mining && python -m bench.mine --all
     CODERAG_DATA_DIR=bench/.cache/data python -m bench.rerank_data          # every split
     python -m bench.rerank_data --mined 150                                 # mined code bases
-    python -m bench.train_reranker overfit                 # 200 pairs must reach ~0 loss
-    python -m bench.train_reranker train --name r1 [--lr 5e-5 --steps 1500]
-    python -m bench.train_reranker evaluate --name r1      # tune2 fits the weight, then test*
-    python -m bench.train_reranker ship --name r1          # into coderag_embedder/reranker/
+    python -m coderag_training.fit.reranker overfit        # 200 pairs must reach ~0 loss
+    python -m coderag_training.fit.reranker train --name r1 [--lr 5e-5 --steps 1500]
+    python -m coderag_training.fit.reranker evaluate --name r1   # tune2 fits the weight, then test*
+    python -m coderag_training.fit.reranker ship --name r1       # into coderag_embedder/reranker/
 
 Training reads the tuning split's written questions (``tune``, repeated ``WRITTEN_WEIGHT``
 times) and the mined ones; ``tune2`` is the tuning metric it logs and stops on, and fits the
 one weight that mixes the cross-encoder's logit with the learned ranker's confidence. The
 frozen splits (``test``, ``test2``) are read by ``evaluate`` alone, after every choice is made.
-``make reranker`` runs every step from the pinned inputs.
+``make reranker`` runs every step from the pinned inputs; ``ship`` writes the model's card
+(``reranker.card.json``) beside its layers.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import random
@@ -27,19 +27,22 @@ import shutil
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-HERE = Path(__file__).resolve().parent
+from coderag.fitted import sha256_file
+from coderag_embedder.rerank import packaged
+from coderag_training import cards, pins
+from coderag_training import reranker as rr
 
-from coderag_training import reranker as rr  # noqa: E402
+LISTS = pins.CACHE / "rerank"
+"""Candidate lists (``bench/rerank_data.py``)."""
 
-LISTS = HERE / ".cache" / "rerank"
-"""Candidate lists (``rerank_data.py``)."""
-
-RUNS = HERE / ".cache" / "reranker-runs"
+RUNS = pins.CACHE / "reranker-runs"
 """Each run's log and exported layers."""
 
-SHIP = HERE.parent / "services" / "embedder" / "coderag_embedder" / "reranker"
+SHIP = pins.ROOT / "services" / "embedder" / "coderag_embedder" / "reranker"
 """Where the shipped cross-encoder goes."""
 
 WRITTEN_WEIGHT = 8.0
@@ -52,16 +55,17 @@ WEIGHTS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
 """Weights of the learned ranker's log-odds tried on tune2."""
 
 
+def list_files(split: str) -> list[Path]:
+    """The candidate-list files a split's questions are read from."""
+    return sorted((LISTS / "mined").glob("*.jsonl") if split == "mined" else LISTS.glob("*.jsonl"))
+
+
 def split_questions(split: str) -> list[rr.Question]:
     """Questions of one split that have gold (mined: every mined code base)."""
-    if split == "mined":
-        paths = sorted((LISTS / "mined").glob("*.jsonl"))
-    else:
-        paths = sorted(LISTS.glob("*.jsonl"))
-    return [q for q in rr.load(paths) if q.split == split and q.type != "absent"]
+    return [q for q in rr.load(list_files(split)) if q.split == split and q.type != "absent"]
 
 
-def evaluator(top: int = 10, weight: float = 1.0):  # type: ignore[no-untyped-def]
+def evaluator(top: int = 10, weight: float = 1.0) -> Callable[[rr.Reader], dict[str, float]]:
     """R@1 / R@5 / MRR@10 on tune2 after reordering its top ``top``; the lists are read again
     at each call, so a run may start while the last tune2 code bases are still collected
     (``train`` restores the best evaluation among those of the most questions)."""
@@ -109,7 +113,7 @@ def cmd_overfit(args: argparse.Namespace) -> int:
     (RUNS / "overfit.jsonl").parent.mkdir(parents=True, exist_ok=True)
     (RUNS / "overfit.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log.rows))
     final = [r["loss"] for r in log.rows if "loss" in r][-1]
-    print(f"overfit: final loss {final} (chance {rr.math.log(rr.GROUP):.3f})")
+    print(f"overfit: final loss {final} (chance {math.log(rr.GROUP):.3f})")
     return 0 if final < 0.1 else 1
 
 
@@ -158,6 +162,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         "questions": {"written (tune)": len(written), "mined": len(mined)},
         "mined_code_bases": sorted({q.corpus for q in mined}),
         "written_code_bases": sorted({q.corpus for q in written}),
+        # hashed now: the lists may be collected again before the run is shipped
+        "inputs": cards.hashes(list_files("tune") + (list_files("mined") if mined else [])),
+        "command": " ".join(["python -m coderag_training.fit.reranker", *sys.argv[1:]]),
+        "fitted": cards.now(),
+        "commit": cards.commit(),
         "steps": args.steps,
         "groups_per_step": args.groups,
         "lr": args.lr,
@@ -172,8 +181,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def load_run(name: str) -> rr.Reader:
     """A run's exported layers on the packaged MiniLM, as the embedder serves them."""
-    from coderag_embedder.rerank import packaged
-
     return packaged(RUNS / name / "reranker.safetensors", quantize=not name.endswith("-fp32"))
 
 
@@ -258,7 +265,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def model_card(card: dict, run: Path) -> str:
+def model_card(card: dict[str, Any], run: Path) -> str:
     """The model card as markdown, from the run's facts (and its evaluation, when made)."""
     loss = " → ".join(
         f"{r['loss']:.3f}@{r['step']}" for r in card["loss"][:: max(1, len(card["loss"]) // 8)]
@@ -273,7 +280,7 @@ def model_card(card: dict, run: Path) -> str:
         "# The coderag code cross-encoder",
         "",
         "Reorders the learned ranker's first hits (`CODERAG_RERANK_MODEL=coderag`, the default;",
-        "`CODERAG_RERANK_TOP` hits). Built by `make reranker` (bench/train_reranker.py).",
+        "`CODERAG_RERANK_TOP` hits). Built by `make reranker` (coderag_training.fit.reranker).",
         "",
         f"- **Base model and licence:** {card['base']}.",
         f"- **What was trained:** {card['trained']}; the first {card['layers']} of the base's "
@@ -295,14 +302,34 @@ def model_card(card: dict, run: Path) -> str:
 
 
 def cmd_ship(args: argparse.Namespace) -> int:
-    """Copy a run's layers and card into the embedder's package data, with their sha256."""
+    """Copy a run's layers and facts into the embedder's package data, with their sha256, and
+    write the model's card beside them."""
     src = RUNS / args.name
     SHIP.mkdir(parents=True, exist_ok=True)
-    shutil.copy(src / "reranker.safetensors", SHIP / "reranker.safetensors")
+    weights = SHIP / "reranker.safetensors"
+    shutil.copy(src / "reranker.safetensors", weights)
     card = json.loads((src / "reranker.json").read_text("utf-8"))
-    card["sha256"] = hashlib.sha256((SHIP / "reranker.safetensors").read_bytes()).hexdigest()
+    card["sha256"] = sha256_file(weights)
     (SHIP / "reranker.json").write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n")
     (SHIP / "README.md").write_text(model_card(card, src), "utf-8")
+    cards.write_card(
+        weights,
+        command=card.get(
+            "command", f"python -m coderag_training.fit.reranker train --name {src.name}"
+        ),
+        inputs=card.get("inputs", {}),  # hashed when the run read them
+        code_bases=card["written_code_bases"] + card["mined_code_bases"],
+        questions=card["questions"],
+        steps=card["steps"],
+        seconds=card["seconds"],
+        loss=[r["loss"] for r in card["loss"]],
+        held_out={"tune2 (the tuning metric; the frozen splits: evaluate.md)": card["tune2"]},
+        extra={
+            k: card[k] for k in ("base", "trained", "layers", "max_tokens", "lr", "groups_per_step")
+        },
+        fitted=card.get("fitted"),  # when and by which code the run trained, not shipped
+        code=card.get("commit"),
+    )
     print(f"shipped {args.name}: {card['sha256']}")
     return 0
 
