@@ -215,6 +215,10 @@ OPERATIONS: dict[tuple[str, str], Callable[[str], list[Request]]] = {
         {"url": f"/repos/{r}/health"},
         {"url": f"/repos/{ref_key(r, REF)}/health"},  # a ref's key, as the generator calls it
     ],
+    ("GET", "/repos/{name}/freshness"): lambda r: [
+        {"url": f"/repos/{r}/freshness"},
+        {"url": f"/repos/{ref_key(r, REF)}/freshness"},  # as the generator asks for a ref
+    ],
     ("POST", "/embed"): lambda r: [{"method": "POST", "url": "/embed", "json": {"texts": ["x"]}}],
     ("GET", "/embed/spaces"): lambda r: [{"url": "/embed/spaces"}],
     ("POST", "/embed/rerank"): lambda r: [

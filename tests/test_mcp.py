@@ -158,8 +158,14 @@ def test_mcp_over_http_and_stdio(sample_repo: Path, data_dir: Path, capsys) -> N
         }
         search = next(r for r in mcp_rows if r["endpoint"] == "mcp/search_code")
         assert json.loads(search["retrieved_files"])[0] == "src/go/sample.go"
-        # The tool's own call to /search is audited as a search by the same user.
-        assert any(r["endpoint"] == "search" and r["user"] == "ada" for r in rows)
+        # One row per tool call: the tool's own /search and /ask (and the /ask's /retrieve)
+        # hand their rows to it (issue 43); the five direct /search calls are the only others.
+        assert [r["endpoint"] for r in rows if not r["endpoint"].startswith("mcp/")] == [
+            "search"
+        ] * 5
+        ask = next(r for r in mcp_rows if r["endpoint"] == "mcp/ask")
+        assert ask["refusal"] == "" and json.loads(ask["cited"])
+        assert int(ask["llm_input_tokens"]) > 0
 
     # stdio: a real `coderag mcp` process on the same data directory, server stopped.
     params = StdioServerParameters(

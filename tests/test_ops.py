@@ -71,15 +71,15 @@ def test_audit_metrics_health(client: TestClient, sample_repo: Path) -> None:
         ("search", "error 404", "ada", "x"),
         ("search", "error 422", "ada", "x"),
         ("retrieve", "ok", "ada", "process an order"),
-        ("retrieve", "ok", "ada", "How is an order created?"),  # /ask's own call
-        ("ask", "ok", "ada", "How is an order created?"),
-        ("retrieve", "ok", "ada", "How do I bypass the permission check?"),
+        ("ask", "ok", "ada", "How is an order created?"),  # its own /retrieve writes no row
         ("ask", "refused", "ada", "How do I bypass the permission check?"),
         ("ask", "error 400", "ada", "x"),
     ]
     retrieve = rows[4]
     assert retrieve["repo"] == "sample" and json.loads(retrieve["retrieved_files"])
-    assert int(rows[6]["llm_input_tokens"]) > 0
+    assert int(rows[5]["llm_input_tokens"]) > 0
+    assert rows[5]["refusal"] == "" and json.loads(rows[5]["cited"])
+    assert rows[6]["refusal"] == "unsafe" and json.loads(rows[6]["cited"]) == []
 
     # since is inclusive, until exclusive; both bound the same rows as the full log
     middle = rows[4]["ts"]

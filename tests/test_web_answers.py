@@ -175,3 +175,9 @@ def test_answers_render_as_markdown_with_evidence_in_view(
             lambda d: "HEAD has moved on to" in d.find_element(By.ID, "freshness").text
         )
         assert head[:8] in browser.find_element(By.ID, "freshness").text
+
+        # and each answer says how far, as the server counted it (issue 43)
+        question = browser.find_element(By.ID, "question")
+        question.send_keys("What does is_allowed_origin return?", Keys.CONTROL, Keys.ENTER)
+        done = _wait(browser, ".turn .stage-done", timeout=180)[0].text
+        assert "1 commit behind HEAD" in done and head[:8] in done, done

@@ -1,6 +1,8 @@
 """Audit rows for the calls an endpoint could not log itself: bad input, auth failures, crashes,
 aborted streams, and /retrieve. An endpoint that writes its own row (with files and tokens) marks
-the request through ``audit.current_call``, so no call is logged twice."""
+the request through ``audit.current_call``, so no call is logged twice; a request made inside
+another one in this process (/ask's own /retrieve, the /ask of an MCP tool) hands its row to that
+one (``audit.Call.outer``), so one user request is one row."""
 
 from __future__ import annotations
 
@@ -108,14 +110,14 @@ class AuditMiddleware:
         user = _user(headers)
         outer = audit.current_call.get()
         if outer is not None and user == "anonymous":
-            user = outer["user"]  # /ask's in-process /retrieve acts for /ask's caller
-        call = {"recorded": False, "user": user}
+            user = outer.user  # /ask's in-process /retrieve acts for /ask's caller
+        call = audit.Call(user, outer=outer)
         token = audit.current_call.set(call)
         try:
             await self.app(scope, receive_body, send_status)
         finally:
             try:
-                if not call["recorded"]:
+                if not call.recorded:
                     # parsing the body and writing the row block: a thread's work, which a client
                     # leaving (a cancelled request) must not stop; this request's call is still
                     # the current one there, so the row marks it and no outer request's (an

@@ -11,11 +11,19 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coderag.settings import get_settings
 from coderag_app import running
 from coderag_app.commands import add_commands
 from coderag_app.settings_groups import markdown_table
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from fastapi import FastAPI
+
+    from coderag_generator.answer import Streamed
 
 
 def _repo_name(path: Path) -> str:
@@ -137,10 +145,10 @@ async def _ask(query: str, repo: str, as_json: bool) -> int:
     """One question through the ask use case that /ask runs, against the services at their URLs
     or an app in this process."""
     # imported here so that `coderag --help` and every other command start fast
+    from coderag import audit
     from coderag.schemas import AskRequest
     from coderag.store import get_catalog
     from coderag_app.server import create_app
-    from coderag_generator.answer import Done
     from coderag_generator.asking import Asker, ask
     from coderag_generator.client import ParserClient, RetrieverClient, connect
 
@@ -157,7 +165,20 @@ async def _ask(query: str, repo: str, as_json: bool) -> int:
     # unvalidated, so a blank or long question gets /ask's own message
     request = AskRequest.model_construct(query=query, repo=repo, session_id=None)
     printer = running.Printer(as_json)
-    async for event in ask(request, asker, report_errors=True):
+    # the question is the request: the /retrieve it makes in this process writes no row
+    call = audit.current_call.set(audit.Call(user))
+    try:
+        return await _print_events(ask(request, asker, report_errors=True), printer)
+    finally:
+        audit.current_call.reset(call)
+
+
+async def _print_events(events: AsyncIterator[Streamed], printer: running.Printer) -> int:
+    """Print an answer's events as they come; 2 after an error event."""
+    # imported here so that `coderag --help` and every other command start fast
+    from coderag_generator.answer import Done
+
+    async for event in events:
         if isinstance(event, Done):
             printer.done(json.loads(json.dumps(event.payload(), default=str)))
         elif event.name == "error":
@@ -170,24 +191,33 @@ async def _ask(query: str, repo: str, as_json: bool) -> int:
     return 0
 
 
+SERVICE_NAMES = ("parser", "embedder", "retriever", "generator")
+"""The services ``serve --service`` may name, in ``server.SERVICES``' order (not imported here:
+the port is bound before the services' code is loaded)."""
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the HTTP server (all services, or the ones named)."""
+    """Run the HTTP server (all services, or the ones named): the port is bound at once, the
+    services load behind it (``/health`` says what is loading) and serve once warmed."""
     # imported here so that `coderag --help` and every other command start fast
     import uvicorn
 
+    from coderag_app import grants_http, startup
+    from coderag_app.booting import Boot
     from coderag_app.hosts import listen_token
-    from coderag_app.server import SERVICES, create_app, load_jobs
 
-    services = tuple(f"coderag_{s}" for s in args.service) if args.service else SERVICES
-    if args.index:
-        _allow_root(Path(args.index).expanduser())
+    whole = tuple(f"coderag_{s}" for s in SERVICE_NAMES)
+    services = tuple(f"coderag_{s}" for s in args.service) if args.service else whole
+    root = Path(args.index).expanduser() if args.index else None
+    if root is not None:
+        _allow_root(root)
     if args.host:
         os.environ["CODERAG_HOST"] = args.host  # the Host-header check reads where we listen
     get_settings.cache_clear()
     settings = get_settings()
     host, port = settings.host, args.port or settings.port
     try:
-        token = listen_token(host, settings, services == SERVICES)
+        token = listen_token(host, settings, services == whole)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -199,12 +229,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"for this run:\n\n    Authorization: Bearer {token}\n",
             flush=True,
         )
-    if args.index:
-        load_jobs(services)
-        name = _register(Path(args.index).expanduser())
-        _print_tryout(name, f"http://{host}:{port}")
-    uvicorn.run(create_app(services), host=host, port=port, log_level="info")
-    return 0
+    grants_http.check(get_settings())  # a broken grants file stops start-up before the port
+    if root is not None:
+        if not root.is_dir():
+            raise SystemExit(f"error: {root} is not a directory")
+        _print_tryout(_repo_name(root), f"http://{host}:{port}")
+
+    def build() -> FastAPI:
+        """The app, made on the boot's thread once the port is bound."""
+        # imported here, behind the bound port: the services' code takes seconds to import
+        from coderag_app.server import create_app, load_jobs
+
+        if root is not None:
+            load_jobs(services)
+            _register(root)  # queued before the start-up heal runs, as it always was
+        return create_app(services)
+
+    async def warm(app: FastAPI) -> None:
+        # imported here, behind the bound port: it imports the store and the app's clients
+        from coderag_app import warmup
+
+        await warmup.warm(app, services, get_settings())
+
+    startup.show_log()
+    boot = Boot(build, warm)
+    server = uvicorn.Server(uvicorn.Config(boot, host=host, port=port, log_level="info"))
+    boot.on_failure = lambda: setattr(server, "should_exit", True)
+    server.run()
+    if boot.error is not None:
+        raise boot.error  # main() says what a setting or model got wrong, as before the boot
+    return 0 if server.started else 3  # 3: uvicorn's own code for a port it could not bind
 
 
 def _allow_root(root: Path) -> None:
@@ -380,9 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help=cmd_serve.__doc__)
     s.add_argument("--host")
     s.add_argument("--port", type=int)
-    s.add_argument(
-        "--service", action="append", choices=["parser", "embedder", "retriever", "generator"]
-    )
+    s.add_argument("--service", action="append", choices=SERVICE_NAMES)
     s.add_argument("--index", metavar="PATH", help="also index this directory in the background")
     s.set_defaults(func=cmd_serve)
     s = sub.add_parser("worker", help=cmd_worker.__doc__)

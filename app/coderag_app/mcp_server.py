@@ -3,8 +3,10 @@
 
 Each tool calls the contract's endpoints through an httpx client: in-process (ASGI transport into
 the app) or over HTTP to ``CODERAG_API_URL`` (compose, or a remote server). So a tool sees exactly
-what the HTTP API grants that caller: the same tokens, repository checks and audit rows; each tool
-call also writes its own ``mcp/<tool>`` audit row."""
+what the HTTP API grants that caller: the same tokens and repository checks. Each tool call is one
+``mcp/<tool>`` audit row: an endpoint it calls in this process hands its row over (the answer's
+refusal reason, cited ranges and tokens) instead of writing one; over HTTP the server writes the
+row of the endpoint called."""
 
 from __future__ import annotations
 
@@ -78,6 +80,9 @@ class Tools:
         headers, user = identity(ctx)
         start = time.perf_counter()
         status, files = "ok", []
+        call = audit.Call(user, outer=audit.current_call.get())
+        # an audited endpoint called in this process sees this call as its outer request
+        token = audit.current_call.set(call) if self.local_audit else None
         try:
             if callable(path):
                 try:
@@ -100,17 +105,21 @@ class Tools:
             status = "error unreachable"
             raise ToolError(f"coderag API unreachable: {exc}") from exc
         finally:
-            if self.local_audit:
+            if token is not None:
+                audit.current_call.reset(token)
+                inner = call.served
                 audit.record(
                     get_catalog(),
                     user=user,
                     endpoint=f"mcp/{tool}",
                     repo=repo,
                     query=query,
-                    files=files,
-                    input_tokens=0,
+                    files=files or (inner.files if inner else []),
+                    input_tokens=inner.input_tokens if inner else 0,
                     response_ms=(time.perf_counter() - start) * 1000,
                     status=status,
+                    refusal=inner.refusal if inner else "",
+                    cited=inner.cited if inner else [],
                 )
 
 
@@ -192,10 +201,11 @@ def build_server(client: ClientFactory, local_audit: bool = True) -> MCPServer:
     ) -> dict[str, Any]:
         """Answer a question about the repository with checked FILE:start-end citations, or refuse
         when the indexed code does not contain it; reuse session_id for follow-up questions;
-        ``ref`` asks about another indexed branch or tag."""
+        ``ref`` asks about another indexed branch or tag. ``freshness`` names the commit the
+        index was built from and how many commits HEAD has gained since (reindex when behind)."""
         payload = {"query": query, "repo": repo, "session_id": session_id, "ref": ref}
         body = await tools.call(ctx, "ask", repo, query, "POST", "/ask", json=payload)
-        keys = ("answer", "citations", "refused", "reason", "session_id", "took_ms")
+        keys = ("answer", "citations", "refused", "reason", "session_id", "took_ms", "freshness")
         return {k: body.get(k) for k in keys}
 
     @mcp.tool()

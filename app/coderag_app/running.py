@@ -11,12 +11,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from coderag.settings import Settings
+
+LOADING_WAIT_S = 600.0
+"""Longest ``coderag ask`` waits for a server that is still loading its models."""
 
 PROBE_TIMEOUT_S = 1.0
 """How long a server may take to answer ``/health`` before the command looks elsewhere."""
@@ -77,7 +81,7 @@ def nowhere(settings: Settings, command: str) -> str:
 
 class Printer:
     """Prints an answer as it streams and, at the end, only what the stream did not already
-    show (the answer once, not twice), then its citations."""
+    show (the answer once, not twice), then its citations and the index's freshness."""
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
@@ -110,45 +114,72 @@ class Printer:
             print(("\n\n" if self.streamed else "") + prefix + answer)
         for c in payload.get("citations", []):
             print(f"  cites {c['file']}:{c['start_line']}-{c['end_line']}")
+        fresh = payload.get("freshness") or {}
+        if fresh.get("note"):
+            print(f"  {fresh['note']}")
 
 
 def ask(url: str, query: str, repo: str, as_json: bool, headers: dict[str, str]) -> int:
-    """One question through a running server's /ask, its events streamed as they come."""
+    """One question through a running server's /ask, its events streamed as they come; a
+    server still loading its models is waited for (it says so, with ``Retry-After``)."""
     printer = Printer(as_json)
     body = {"query": query, "repo": repo}
+    deadline, told = time.monotonic() + LOADING_WAIT_S, False
     try:
-        with httpx.stream(
-            "POST",
-            f"{url}/ask",
-            json=body,
-            headers={**headers, "accept": "text/event-stream"},
-            timeout=httpx.Timeout(10, read=600),
-        ) as r:
-            if r.status_code >= 400:
+        while True:
+            with httpx.stream(
+                "POST",
+                f"{url}/ask",
+                json=body,
+                headers={**headers, "accept": "text/event-stream"},
+                timeout=httpx.Timeout(10, read=600),
+            ) as r:
+                wait = _retry_after(r)
+                if wait is None or time.monotonic() + wait > deadline:
+                    return _events(url, r, printer)
                 r.read()
-                print(f"error: {url}/ask answered {r.status_code}: {_detail(r)}", file=sys.stderr)
-                return 2
-            name, data = "", ""
-            for line in r.iter_lines():
-                if line.startswith("event: "):
-                    name = line[7:]
-                elif line.startswith("data: "):
-                    data = line[6:]
-                elif not line and name:
-                    event = json.loads(data) if data else {}
-                    if name == "token":
-                        printer.token(str(event.get("text", "")))
-                    elif name == "retry":
-                        printer.retry()
-                    elif name == "error":
-                        print(f"error: {event.get('detail', event)}", file=sys.stderr)
-                        return 2
-                    elif name == "done":
-                        printer.done(event)
-                    name, data = "", ""
+                if not told:
+                    print(f"waiting: {_detail(r)}", file=sys.stderr, flush=True)
+                    told = True
+            time.sleep(wait)
     except httpx.HTTPError as exc:
         print(f"error: the server at {url} stopped answering: {exc}", file=sys.stderr)
         return 2
+
+
+def _retry_after(r: httpx.Response) -> float | None:
+    """Seconds to wait before asking again, when the server is starting (a 503 with
+    ``Retry-After``); None for any other answer."""
+    try:
+        return float(r.headers["retry-after"]) if r.status_code == 503 else None
+    except (KeyError, ValueError):
+        return None
+
+
+def _events(url: str, r: httpx.Response, printer: Printer) -> int:
+    """Print the events of an /ask response as they stream; 2 after an error."""
+    if r.status_code >= 400:
+        r.read()
+        print(f"error: {url}/ask answered {r.status_code}: {_detail(r)}", file=sys.stderr)
+        return 2
+    name, data = "", ""
+    for line in r.iter_lines():
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            data = line[6:]
+        elif not line and name:
+            event = json.loads(data) if data else {}
+            if name == "token":
+                printer.token(str(event.get("text", "")))
+            elif name == "retry":
+                printer.retry()
+            elif name == "error":
+                print(f"error: {event.get('detail', event)}", file=sys.stderr)
+                return 2
+            elif name == "done":
+                printer.done(event)
+            name, data = "", ""
     return 0
 
 

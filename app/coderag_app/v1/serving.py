@@ -16,7 +16,8 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from coderag.errors import InvalidInput, NotFound
-from coderag.schemas import AskRequest, Citation
+from coderag.language import language
+from coderag.schemas import AskRequest, Citation, Freshness
 from coderag.store import refs
 from coderag.store.repos import Repo
 from coderag_app.v1 import errors
@@ -133,6 +134,31 @@ def sources(citations: list[Citation]) -> str:
     return "\n".join(lines)
 
 
+def freshness_line(fresh: Freshness | None, lang: str) -> str:
+    """The index's commit and how far HEAD has moved since, as the answer's last line: a chat
+    client shows only the text (the ``coderag`` field carries the same as numbers)."""
+    if fresh is None or fresh.indexed_commit is None:
+        return ""
+    if lang == "zh":
+        said = f"索引基于提交 {fresh.indexed_commit[:12]}"
+        if fresh.commits_behind == 0:
+            said += "（HEAD）"
+        elif fresh.commits_behind and fresh.head_commit:
+            said += (
+                f"，落后 HEAD {fresh.commits_behind} 个提交（{fresh.head_commit[:12]}），"
+                "重新索引可得到最新代码"
+            )
+        return f"\n\n_{said}。_"
+    return f"\n\n_{fresh.note[:1].upper()}{fresh.note[1:]}._"
+
+
+def text_of(done: Answer, question: str) -> str:
+    """The assistant message: the answer, its sources and the index's freshness."""
+    return (
+        done.answer + sources(done.citations) + freshness_line(done.freshness, language(question))
+    )
+
+
 def _usage(done: Answer, question: str, turns: list[Turn], settings: Any) -> Usage:
     """The backend's own counts when a model answered; else the question, the turns and the
     answer counted under the backend's tokenizer (an answer decided without the model)."""
@@ -154,6 +180,7 @@ def _cited(done: Answer) -> Cited:
         clarify=done.clarify,
         routes_missing=done.routes_missing,
         backend=done.backend,
+        freshness=done.freshness,
     )
 
 
@@ -188,7 +215,7 @@ async def complete(body: ChatRequest, asker: Asker) -> ChatCompletion | Streamin
             id=ident,
             created=created,
             model=body.model,
-            choices=[Choice(message=AnswerMessage(content=done.answer + sources(done.citations)))],
+            choices=[Choice(message=AnswerMessage(content=text_of(done, question)))],
             usage=_usage(done, question, turns, asker.settings),
             coderag=_cited(done),
         )
@@ -203,7 +230,7 @@ async def complete(body: ChatRequest, asker: Asker) -> ChatCompletion | Streamin
             async for event in events:
                 if isinstance(event, Done):
                     done = event.answer
-                    final = done.answer + sources(done.citations)
+                    final = text_of(done, question)
                     # the checked answer can differ from the tokens sent (a retry, a refusal,
                     # a dropped citation): then it follows them in full, after a rule
                     rest = final[len(sent) :] if final.startswith(sent) else "\n\n---\n\n" + final

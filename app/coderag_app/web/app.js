@@ -327,7 +327,7 @@ async function ask(question) {
         const why = reasonWords(data.reason);
         const head = data.refused ? t("declined", seconds(data.took_ms)) : t("done", seconds(data.took_ms));
         const done = stage(head + (why ? " — " + why : ""), "stage-done" + (data.refused ? " refused" : ""));
-        const source = freshnessLine(repo, ref, true);
+        const source = answerFreshness(data.freshness) || freshnessLine(repo, ref, true);
         if (source) done.append(el("span", { class: "freshness" }, " · " + source));
         answer.classList.toggle("refused", data.refused);
         renderAnswer(answer, data.answer, repo, ref);
@@ -349,6 +349,18 @@ function freshnessLine(repo, ref, short = false) {
     : t("indexedAt", commit.slice(0, 8), (target.indexed_at || "").slice(0, 16).replace("T", " "));
   const head = health && health.head_commit;
   if (!ref && head && !head.startsWith(commit) && !commit.startsWith(head)) line += " " + t("behind", head.slice(0, 8));
+  return line;
+}
+
+// The answer's own freshness (the done event's `freshness`): its commit, and how far HEAD has
+// moved since, counted by the server.
+function answerFreshness(fresh) {
+  if (!fresh || !fresh.indexed_commit) return "";
+  let line = t("answeredFrom", fresh.indexed_commit.slice(0, 8));
+  const n = fresh.commits_behind, head = (fresh.head_commit || "").slice(0, 8);
+  if (n === 0) line += " (" + t("atHead") + ")";
+  else if (n === 1) line += ", " + t("behindByOne", head);
+  else if (n > 1) line += ", " + t("behindBy", n, head);
   return line;
 }
 

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from coderag.language import language
-from coderag.schemas import Citation, Hit
+from coderag.schemas import Citation, Freshness, Hit
 from coderag.settings import Settings
 from coderag_generator import chronicle, premise, prompts, refusal, window
 from coderag_generator.backends import Backend
@@ -48,6 +48,7 @@ class Answer(BaseModel):
     session_id: str | None = None
     routes_missing: list[str] = Field(default_factory=list)
     doubtful: bool = False
+    freshness: Freshness | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class Done:
         data = self.answer.model_dump()
         if self.took_ms is None:
             return data
-        tail = {k: data.pop(k) for k in ("session_id", "routes_missing")}
+        tail = {k: data.pop(k) for k in ("session_id", "routes_missing", "freshness")}
         return {**data, "took_ms": self.took_ms, **tail}
 
 

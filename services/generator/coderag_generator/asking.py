@@ -1,7 +1,8 @@
 """The ask use case: one question from its request to its events, with the session's earlier
 turns, the retrieval, git facts for who/when questions, the checked answer, each citation's last
-commit and the audit row. /ask (JSON and server-sent events), ``coderag ask`` and MCP's ``ask``
-(which calls /ask) all answer through ``ask``, so they cite alike."""
+commit, the index's freshness (its commit, and how far HEAD has moved since) and the audit row.
+/ask (JSON and server-sent events), ``coderag ask`` and MCP's ``ask`` (which calls /ask) all
+answer through ``ask``, so they cite alike."""
 
 from __future__ import annotations
 
@@ -189,8 +190,20 @@ async def accept(request: AskRequest, asker: Asker, carried: Carried | None, sta
     )
 
 
-def record(asked: Asked, asker: Asker, status: str, input_tokens: int) -> float:
-    """Write the question's audit row; the milliseconds since the request came."""
+def refusal_reason(answer: Answer | None) -> str:
+    """Why the question was not answered (a refusal's or a clarifying answer's reason), or ""."""
+    return answer.reason if answer and (answer.refused or answer.clarify) else ""
+
+
+def cited_ranges(answer: Answer | None) -> list[str]:
+    """The ``FILE:start-end`` ranges the answer cites, as the audit log writes them."""
+    cites = answer.citations if answer else []
+    return [audit.span(c.file, c.start_line, c.end_line) for c in cites]
+
+
+def record(asked: Asked, asker: Asker, status: str, answer: Answer | None = None) -> float:
+    """Write the question's audit row, with the answer's refusal reason, cited ranges and input
+    tokens; the milliseconds since the request came."""
     took = (time.perf_counter() - asked.start) * 1000
     audit.record(
         asker.catalog,
@@ -199,9 +212,11 @@ def record(asked: Asked, asker: Asker, status: str, input_tokens: int) -> float:
         repo=asked.label,
         query=redact(asked.query)[0],  # a pasted secret stays out of the log
         files=list(dict.fromkeys(h.file for h in asked.found.results)),
-        input_tokens=input_tokens,
+        input_tokens=answer.input_tokens if answer else 0,
         response_ms=took,
         status=status,
+        refusal=refusal_reason(answer),
+        cited=cited_ranges(answer),
     )
     return took
 
@@ -209,7 +224,7 @@ def record(asked: Asked, asker: Asker, status: str, input_tokens: int) -> float:
 def finish(asked: Asked, asker: Asker, answer: Answer) -> Done:
     """The last event: the answer with its session and time, once its audit row and its turn
     of the session are written."""
-    took = record(asked, asker, "refused" if answer.refused else "ok", answer.input_tokens)
+    took = record(asked, asker, "refused" if answer.refused else "ok", answer)
     if asked.session:
         conversation.append(
             asker.catalog,
@@ -269,12 +284,13 @@ async def ask(
         async for event in iterate_in_threadpool(events):
             if isinstance(event, Done):
                 dated = await with_commits(asker.parser, asked.repo, event.answer, asked.git)
-                event = finish(asked, asker, dated)
+                fresh = await asker.parser.freshness(asked.repo)
+                event = finish(asked, asker, dated.model_copy(update={"freshness": fresh}))
             yield event
     except CoderagError as exc:
         if not report_errors:
             raise
-        record(asked, asker, "error", 0)
+        record(asked, asker, "error")
         yield Event("error", {"detail": exc.detail})
     finally:
         await asker.parser.aclose()

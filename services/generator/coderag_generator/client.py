@@ -1,6 +1,6 @@
 """The generator's clients of the other services (the retriever's /retrieve, the parser's
-/repos/{name}/history): over HTTP in compose, in-process through ``httpx.ASGITransport`` in the
-all-in-one server; the same code either way."""
+/repos/{name}/history and /repos/{name}/freshness): over HTTP in compose, in-process through
+``httpx.ASGITransport`` in the all-in-one server; the same code either way."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import httpx
 from starlette.types import ASGIApp
 
 from coderag.errors import Unavailable, raise_for
-from coderag.schemas import HistoryResponse, LineRange, RetrieveResponse
+from coderag.schemas import Freshness, HistoryResponse, LineRange, RetrieveResponse
 
 
 class ServiceClient:
@@ -60,7 +60,22 @@ class RetrieverClient(ServiceClient):
 
 
 class ParserClient(ServiceClient):
-    """Calls the parser's /repos/{name}/history (git facts over line ranges)."""
+    """Calls the parser's /repos/{name}/history (git facts over line ranges) and
+    /repos/{name}/freshness."""
+
+    async def freshness(self, repo: str) -> Freshness | None:
+        """The commit the index of ``repo`` (a repository or ref key) was built from and how far
+        HEAD has moved since; None when the parser cannot say (an answer never fails for it)."""
+        try:
+            resp = await self.http.get(f"/repos/{repo}/freshness")
+        except httpx.HTTPError:
+            return None
+        if resp.status_code != 200:
+            return None
+        try:
+            return Freshness.model_validate_json(resp.content)
+        except ValueError:  # a parser of another version: the answer goes without it
+            return None
 
     async def history(
         self,

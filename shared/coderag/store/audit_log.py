@@ -1,4 +1,5 @@
-"""The audit table: one row per search, ask, retrieve or MCP call."""
+"""The audit table: one row per user request (a search, an ask, a chat, an MCP call, or a direct
+/retrieve)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ COLUMNS = (
     "llm_input_tokens",
     "response_ms",
     "status",
+    "refusal",
+    "cited",
 )
-"""The columns a call writes (the id is the database's, the timestamp the time of the insert)."""
+"""The columns a call writes (the id is the database's, the timestamp the time of the insert);
+new columns go last, so the CSV export keeps its earlier columns where they were."""
 
 
 def quoted(column: str) -> str:
