@@ -59,14 +59,20 @@ from coderag import embedding  # noqa: E402
 from coderag.chain import VECTOR_ROUTES  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
-from coderag.schemas import Hit  # noqa: E402
+from coderag.schemas import Hit, RetrieveResponse  # noqa: E402
 from coderag.settings import Settings, get_settings  # noqa: E402
 from coderag.store import get_catalog, get_vectors  # noqa: E402
 from coderag_app.server import load_jobs  # noqa: E402
 from coderag_embedder.queries import local  # noqa: E402
-from coderag_generator.answer import Done, answer_events  # noqa: E402
+from coderag_generator.answer import Done, Question, answer_events  # noqa: E402
 from coderag_generator.asking import RETRIEVE_K  # noqa: E402
-from coderag_generator.backends import Backend, Prompt, get_backend  # noqa: E402
+from coderag_generator.backends import (  # noqa: E402
+    UNGROUNDED,
+    Backend,
+    Grounding,
+    Prompt,
+    get_backend,
+)
 from coderag_retriever import relevance, retrieval, unsafe  # noqa: E402
 from coderag_retriever.search import rank  # noqa: E402
 
@@ -157,11 +163,17 @@ class Counting:
         return self.inner.render(messages)
 
     def stream(
-        self, prompt: Prompt, *, temperature: float, top_p: float, max_tokens: int
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        grounding: Grounding = UNGROUNDED,
     ) -> Iterator[str]:
         """The inner backend's stream."""
         return self.inner.stream(
-            prompt, temperature=temperature, top_p=top_p, max_tokens=max_tokens
+            prompt, temperature=temperature, top_p=top_p, max_tokens=max_tokens, grounding=grounding
         )
 
 
@@ -179,10 +191,13 @@ def answer(case: Case, backend: Counting, settings: Settings) -> Outcome:
     # whole settings: the lexical rule is chosen by them, as /retrieve does)
     judged = relevance.verdict(case.q["query"], case.hits, settings, lexical=bool(MISSING))
     declined = unsafe.declines(case.q["query"], settings, embedding.query_embedder(settings))
-    events = answer_events(
-        case.q["query"], case.hits, backend, settings, file_lines, missing=MISSING,
+    found = RetrieveResponse(
+        results=case.hits, took_ms=case.retrieve_ms, routes_missing=list(MISSING),
         below_gate=judged.below, unsafe=declined, doubtful=judged.doubtful,
     )  # fmt: skip
+    events = answer_events(
+        Question(case.q["query"]), found, backend=backend, settings=settings, file_lines=file_lines
+    )
     for event in events:
         if isinstance(event, Done):
             done = event.payload()

@@ -17,12 +17,12 @@ from bench.git_history import NOW, build
 from coderag.errors import NotFound
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
-from coderag.schemas import HistoryResponse, RangeHistory
+from coderag.schemas import HistoryResponse, RangeHistory, RetrieveResponse
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag_app.server import load_jobs
 from coderag_generator import chronicle, window
-from coderag_generator.answer import Done, answer_events
+from coderag_generator.answer import Done, Question, answer_events
 from coderag_generator.backends import Backend
 from coderag_parser import line_history
 from coderag_parser.gitsync import head_commit
@@ -80,7 +80,11 @@ def run(
         hits = retrieve(REPO, window.subject(query), settings)
         git = git_facts(root, query, hits)
         events = answer_events(
-            query, hits, backend, settings, lambda p: catalog.file_lines(REPO, p), (), git
+            Question(query, git=git),
+            RetrieveResponse(results=hits, took_ms=0.0),
+            backend=backend,
+            settings=settings,
+            file_lines=lambda p: catalog.file_lines(REPO, p),
         )
         done = [e for e in events if isinstance(e, Done)][-1].payload()
         named = _HASH.findall(done["answer"])

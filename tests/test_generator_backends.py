@@ -18,9 +18,10 @@ import pytest
 from coderag.errors import ConfigError
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
+from coderag.schemas import RetrieveResponse
 from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog
-from coderag_generator.answer import answer_events
+from coderag_generator.answer import Question, answer_events
 from coderag_generator.backends import get_backend
 from coderag_generator.backends.hf import HFBackend
 from coderag_generator.backends.llamacpp import default_model_path
@@ -245,7 +246,11 @@ def test_openai_streams_from_a_real_server(llama_server: str) -> None:
     stream.close()  # closes the connection; the server stays usable
     hit = make_hit(file="src/orders.py", end_line=2, symbol="create", text=text)
     settings = get_settings().model_copy(update={"max_new_tokens": 24, "score_gate": 0.0})
-    events = list(answer_events("How is an order created?", [hit], backend, settings, lambda _: 2))
+    question = Question("How is an order created?")
+    found = RetrieveResponse(results=[hit], took_ms=0.0)
+    events = list(
+        answer_events(question, found, backend=backend, settings=settings, file_lines=lambda _: 2)
+    )
     names = [e.name for e in events]
     assert names[0] == "prompt" and "token" in names and names[-1] == "done"
     assert events[-1].answer.input_tokens > 0 and events[-1].answer.backend == "openai"

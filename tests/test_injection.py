@@ -11,9 +11,10 @@ import pytest
 
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
+from coderag.schemas import RetrieveResponse
 from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog
-from coderag_generator.answer import answer_events
+from coderag_generator.answer import Question, answer_events
 from coderag_generator.backends.llamacpp import LlamaCppBackend
 from coderag_generator.citations import INVALID_MARK, check
 from coderag_generator.context import CLOSE, OPEN, Snippet
@@ -82,8 +83,10 @@ def test_an_injection_in_the_code_cannot_forge_a_citation_with_llamacpp(
     prompts: list[list[dict]] = []
     render = smollm.render
     monkeypatch.setattr(smollm, "render", lambda m: (prompts.append(m), render(m))[1])
+    found = RetrieveResponse(results=hits, took_ms=0.0)
+    lines = lambda p: get_catalog().file_lines("inj", p)  # noqa: E731
     events = list(
-        answer_events(query, hits, smollm, settings, lambda p: get_catalog().file_lines("inj", p))
+        answer_events(Question(query), found, backend=smollm, settings=settings, file_lines=lines)
     )
     done = events[-1].payload()
     system, user = prompts[0][0]["content"], prompts[0][-1]["content"]

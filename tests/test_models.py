@@ -11,10 +11,11 @@ import pytest
 from coderag.errors import ConfigError
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
+from coderag.schemas import RetrieveResponse
 from coderag.settings import Settings, get_settings
 from coderag.store import get_catalog, get_vectors
 from coderag_embedder.encoder import Encoder, default_model_dir, get_encoder
-from coderag_generator.answer import answer_events
+from coderag_generator.answer import Question, answer_events
 from coderag_generator.backends.llamacpp import (
     FAST_FILE,
     LlamaCppBackend,
@@ -92,8 +93,10 @@ def test_llamacpp_answers_cite_a_retrieved_unit(smollm: LlamaCppBackend, sample_
     settings = Settings(llm_backend="llamacpp", max_new_tokens=160, temperature=0.0)
     query = "How does ProcessOrder validate the request?"
     hits = retrieval.retrieve("llm", query, 5, settings).hits
+    found = RetrieveResponse(results=hits, took_ms=0.0)
+    lines = lambda p: get_catalog().file_lines("llm", p)  # noqa: E731
     events = list(
-        answer_events(query, hits, smollm, settings, lambda p: get_catalog().file_lines("llm", p))
+        answer_events(Question(query), found, backend=smollm, settings=settings, file_lines=lines)
     )
     names = [e.name for e in events]
     assert names[0] == "prompt" and names[-1] == "done" and "token" in names

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from coderag.schemas import Hit
+from coderag.schemas import Hit, RetrieveResponse
 from coderag.settings import get_settings
 from coderag_app.server import create_app
 from coderag_generator import asking, prompts, refusal
-from coderag_generator.answer import answer_events
-from coderag_generator.backends.base import Prompt
+from coderag_generator.answer import Question, answer_events
+from coderag_generator.backends.base import UNGROUNDED, Grounding, Prompt
 from coderag_generator.backends.extractive import ExtractiveBackend
 from coderag_retriever import relevance, unsafe
 from tests.conftest import wait_ready
@@ -27,16 +27,32 @@ QUESTIONS = Path(__file__).resolve().parents[1] / "bench" / "questions"
 
 
 class Counting(ExtractiveBackend):
-    """The extractive backend, counting the prompts it renders and keeping the last one."""
+    """The extractive backend, counting the prompts it renders and keeping the last one and the
+    last grounding it answered from."""
 
     def __init__(self) -> None:
         self.renders = 0
         self.last: Prompt | None = None
+        self.grounding: Grounding | None = None
 
     def render(self, messages: list[dict[str, str]]) -> Prompt:
         self.renders += 1
         self.last = super().render(messages)
         return self.last
+
+    def stream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        grounding: Grounding = UNGROUNDED,
+    ) -> Iterator[str]:
+        self.grounding = grounding
+        return super().stream(
+            prompt, temperature=temperature, top_p=top_p, max_tokens=max_tokens, grounding=grounding
+        )
 
 
 @pytest.fixture
@@ -166,13 +182,17 @@ def test_relations_reach_the_prompt_callers_first() -> None:
     backend = Counting()
     hits = [hit("save", 1, []), hit("handle", 10, ["save"])]
     no_gate = get_settings().model_copy(update={"score_gate": 0.0})  # hand-made similarities
-    done = list(answer_events("how is it saved?", hits, backend, no_gate, lambda _: 20))
+    question, found = Question("how is it saved?"), RetrieveResponse(results=hits, took_ms=0.0)
+    done = list(
+        answer_events(question, found, backend=backend, settings=no_gate, file_lines=lambda _: 20)
+    )
     assert backend.last is not None
     text = backend.last.messages[-1]["content"]
     assert "[relation] handle calls save" in text
     assert text.index("FILE: a.py:10-11") < text.index("FILE: a.py:1-2")  # caller first
-    # the backend still gets the hits best first
-    assert [u.symbol for u in backend.last.context] == ["save", "handle"]
+    # the backend still gets the hits best first, with the question they answer
+    assert backend.grounding is not None and backend.grounding.query == "how is it saved?"
+    assert [u.symbol for u in backend.grounding.hits] == ["save", "handle"]
     assert done[-1].name == "done" and done[-1].answer.citations[0].start_line == 1
 
 

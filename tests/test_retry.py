@@ -17,11 +17,17 @@ import pytest
 
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
-from coderag.schemas import Hit
+from coderag.schemas import Hit, RetrieveResponse
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag_generator import prompts
-from coderag_generator.answer import NO_CITATION, PREMISE, REFUSED_BY_MODEL, answer_events
+from coderag_generator.answer import (
+    NO_CITATION,
+    PREMISE,
+    REFUSED_BY_MODEL,
+    Question,
+    answer_events,
+)
 from coderag_generator.backends.openai import OpenAIBackend
 from coderag_retriever import retrieval
 
@@ -110,7 +116,11 @@ def run(server: ScriptedServer, hits: list[Hit], query: str, *script: Reply) -> 
     settings = Settings(llm_backend="openai", llm_base_url=base, score_gate=0)
     backend = OpenAIBackend(settings)
     lines = lambda p: get_catalog().file_lines("s", p)  # noqa: E731
-    return list(answer_events(query, hits, backend, settings, lines))
+    found = RetrieveResponse(results=hits, took_ms=0.0)
+    events = answer_events(
+        Question(query), found, backend=backend, settings=settings, file_lines=lines
+    )
+    return list(events)
 
 
 @pytest.mark.slow

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from coderag.schemas import RetrieveResponse
 from coderag.settings import get_settings
 from coderag.store import get_catalog
 from coderag_app.server import create_app
 from coderag_generator import conversation
-from coderag_generator.answer import answer_events
+from coderag_generator.answer import Question, answer_events
 from coderag_generator.backends.extractive import ExtractiveBackend
 from coderag_generator.conversation import Turn, fit_history, key_terms, prompt_history, rewrite
 from tests.conftest import wait_ready
@@ -181,7 +182,11 @@ def test_history_goes_into_the_prompt_within_budget() -> None:
     no_gate = get_settings().model_copy(update={"score_gate": 0.0})  # a hand-made hit
 
     def prompt_tokens(past: list[dict[str, str]]) -> int:
-        events = answer_events("and the tests?", [hit], backend, no_gate, lambda _: 2, past)
+        question = Question("and the tests?", history=past)
+        found = RetrieveResponse(results=[hit], took_ms=0.0)
+        events = answer_events(
+            question, found, backend=backend, settings=no_gate, file_lines=lambda _: 2
+        )
         return next(e for e in events if e.name == "prompt").data["input_tokens"]
 
     extra = sum(len(m["content"].split()) for m in history)

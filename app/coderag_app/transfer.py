@@ -11,13 +11,14 @@ import contextlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from alembic.util.exc import CommandError
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
-from coderag.errors import InvalidInput, Unavailable
+from coderag.errors import Conflict, InvalidInput, Unavailable
 from coderag.store.database import (
     Database,
     one_writer_engine,
@@ -25,7 +26,13 @@ from coderag.store.database import (
     take_write_lock,
     url_of,
 )
-from coderag.store.migrate import copy_into, one_line
+from coderag.store.migrate import (
+    catalog_schemas,
+    copy_into,
+    current_schema,
+    one_line,
+    search_path,
+)
 
 DRIVERS = {"sqlite": "sqlite", "sqlite+pysqlite": "sqlite", "postgresql+psycopg": "postgresql"}
 """The URL schemes (after ``url_of``: ``postgresql://`` means psycopg 3) the catalog runs on, and
@@ -33,6 +40,10 @@ their database; other drivers (asyncpg, psycopg2) are not installed."""
 
 EXAMPLE = "postgresql://user:password@host/database"
 """The target URL a message shows as the form to use."""
+
+SCHEMA_PARAMETERS = ("schema", "search_path", "currentschema")
+"""URL parameters other tools read a PostgreSQL schema from (lowercased), which libpq refuses:
+PostgreSQL takes a schema as ``options=-csearch_path=...``."""
 
 SIDE_FILES = ("", "-journal", "-wal", "-shm")
 """A SQLite file and the files SQLite keeps beside it, removed again when a copy into a new
@@ -53,10 +64,14 @@ def copy_database(source: Path | str, target: Path | str) -> dict[str, int]:
     if src_url.get_backend_name() == "sqlite" and not Path(src_url.database or "").is_file():
         raise InvalidInput(f"no database file at {src_url.database}")
     new_files = _check_sqlite_target(dst_url)
+    # before _open, which migrates: a source URL that misses its catalog's schema would have
+    # an empty catalog made in the schema it names, and the copy would carry no row
+    _check_source_schema(src_url, _shown(source))
     try:
         src = _open(source)
         try:
             with src.engine.connect() as conn, _transaction(dst_url, _shown(target)) as dst:
+                _check_target_schema(dst, dst_url)
                 return copy_into(conn, dst)
         finally:
             src.close()
@@ -106,12 +121,100 @@ def _checked(target: Path | str, side: str) -> sa.URL:
             f"the {side} URL asks for the driver {driver}, which coderag does not use: write "
             f"{backend}://... without +{driver} (PostgreSQL is reached through psycopg 3)"
         )
+    named = [k for k in url.query if k.lower() in SCHEMA_PARAMETERS]
+    if backend == "postgresql" and named:
+        value = url.query[named[0]]
+        schema = value if isinstance(value, str) else ",".join(value)
+        raise InvalidInput(
+            f"the {side} URL names a schema with ?{named[0]}=, which PostgreSQL does not take: "
+            f"write {_in_url(schema)} instead"
+        )
     if backend == "sqlite" and (not url.database or url.database == ":memory:"):
         raise InvalidInput(
             f"the {side} URL names a SQLite database in memory, which is gone when the copy "
             "ends: name a file, e.g. sqlite:////srv/coderag/coderag.db"
         )
     return url
+
+
+def _names_schema(url: sa.URL) -> bool:
+    """Whether ``url`` sets its connections' search_path itself (``options=-csearch_path=...``)."""
+    value = url.query.get("options", "")
+    return "search_path" in (value if isinstance(value, str) else " ".join(value))
+
+
+def _schemas(url: sa.URL, shown: str) -> tuple[str | None, str, list[str]]:
+    """For a PostgreSQL URL, the schema its connections use (None when its search_path names
+    none that exists), that search_path, and the schemas holding a coderag catalog; read on a
+    connection of its own, which writes nothing."""
+    engine = one_writer_engine(url)
+    try:
+        with engine.connect() as conn:
+            return current_schema(conn), search_path(conn), catalog_schemas(conn)
+    except OperationalError as error:
+        raise Unavailable(f"cannot open {shown}: {one_line(error.orig)}") from error
+    except DBAPIError as error:
+        raise InvalidInput(f"cannot open {shown}: {one_line(error.orig)}") from error
+    finally:
+        engine.dispose()
+
+
+def _check_source_schema(url: sa.URL, shown: str) -> None:
+    """InvalidInput when a PostgreSQL source's search_path names no schema that exists, or one
+    without a coderag catalog while another schema holds one (the copy would read an empty
+    catalog there); what to write in the URL."""
+    if url.get_backend_name() != "postgresql":
+        return
+    schema, path, found = _schemas(url, shown)
+    where = f"; found them in {', '.join(found)}" if found else ""
+    fix = (
+        f"set {_in_url(found[0])} in the source URL"
+        if found
+        else "name the schema that holds the catalog with ?options=-csearch_path%3D<schema>"
+    )
+    if schema is None:
+        raise InvalidInput(
+            f"no schema on the source's search_path ({path}) exists in that database, so it "
+            f"holds no coderag tables there{where}: {fix}"
+        )
+    if found and schema not in found:
+        raise InvalidInput(
+            f"no coderag tables in schema {schema} of the source database{where}: {fix}"
+        )
+
+
+def _in_url(schema: str) -> str:
+    """The URL parameter that makes a connection's tables those of ``schema`` (a name that is not
+    lower case or has other characters than letters, digits and _ quoted, as PostgreSQL reads
+    it)."""
+    plain = schema.isidentifier() and schema == schema.lower()
+    name = schema if plain else '"' + schema.replace('"', '""') + '"'
+    return f"?options={quote(f'-csearch_path={name}')}"
+
+
+def _check_target_schema(conn: Connection, url: sa.URL) -> None:
+    """On a PostgreSQL target, InvalidInput when the search_path names no schema that exists
+    (nothing to create tables in); Conflict when a URL that names no schema would start a
+    catalog beside one another schema holds (a server on the other URL would never read it)."""
+    if conn.dialect.name != "postgresql":
+        return
+    schema = current_schema(conn)
+    if schema is None:
+        path = search_path(conn)
+        first = path.split(",")[0].strip().strip('"')
+        raise InvalidInput(
+            f"the target database has no schema to create the tables in (search_path is {path}): "
+            f"CREATE SCHEMA {first} there first, or name an existing schema in the URL; nothing "
+            "was written"
+        )
+    elsewhere = [s for s in catalog_schemas(conn) if s != schema]
+    if elsewhere and not _names_schema(url):
+        raise Conflict(
+            f"the target database already holds a coderag catalog in schema "
+            f"{', '.join(elsewhere)}, and this URL writes to schema {schema}: copy into a new, "
+            f"empty database, or name the schema in the URL ({_in_url(schema)}) to keep two "
+            "catalogs; nothing was written"
+        )
 
 
 def _key(url: sa.URL) -> str:

@@ -19,11 +19,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from coderag.language import language
-from coderag.schemas import Citation, Freshness, Hit
+from coderag.schemas import Citation, Freshness, Hit, RetrieveResponse
 from coderag.settings import Settings
 from coderag_generator import chronicle, premise, prompts, refusal, window
 from coderag_generator.backends import Backend
-from coderag_generator.backends.base import Prompt
+from coderag_generator.backends.base import Grounding, Prompt
 from coderag_generator.citations import check
 from coderag_generator.context import BUDGET_SHARE, Snippet, assemble
 from coderag_generator.conversation import HISTORY_SHARE, fit_history
@@ -105,22 +105,39 @@ class Sampling:
 
 
 @dataclass(frozen=True)
-class _Question:
-    """One question with everything its answer is decided from."""
+class Question:
+    """A question as its answer needs it: the text; the session's earlier turns as chat messages
+    (the most recent that fit go into the prompt); the git facts of a who/when question (it is
+    answered from the repository's history instead); a caller's instruction, temperature and
+    length for the model."""
 
     query: str
+    history: Sequence[dict[str, str]] = ()
+    git: chronicle.GitFacts | None = None
+    sampling: Sampling = Sampling()
+
+
+@dataclass(frozen=True)
+class _Case:
+    """One answer in the making: the question, its language, what the retriever found and
+    decided, and what answers it."""
+
+    question: Question
     lang: str
-    hits: list[Hit]
+    found: RetrieveResponse
     backend: Backend
     settings: Settings
     file_lines: Callable[[str], int | None]
-    history: Sequence[dict[str, str]]
-    git: chronicle.GitFacts | None
-    sampling: Sampling
-    below_gate: bool
-    looked_for: Sequence[str]
-    unsafe: bool
-    doubtful: bool
+
+    @property
+    def query(self) -> str:
+        """The question's text."""
+        return self.question.query
+
+    @property
+    def hits(self) -> list[Hit]:
+        """The retriever's hits, best first."""
+        return self.found.results
 
 
 @dataclass(frozen=True)
@@ -135,35 +152,22 @@ class _Context:
 
 
 def answer_events(
-    query: str,
-    hits: list[Hit],
+    question: Question,
+    found: RetrieveResponse,
+    *,
     backend: Backend,
     settings: Settings,
     file_lines: Callable[[str], int | None],
-    history: Sequence[dict[str, str]] = (),
-    git: chronicle.GitFacts | None = None,
-    missing: Sequence[str] = (),
-    sampling: Sampling = Sampling(),
-    below_gate: bool = False,
-    looked_for: Sequence[str] = (),
-    unsafe: bool = False,
-    doubtful: bool = False,
 ) -> Generator[Streamed]:
-    """Generate the events of one answer from the retriever's hits; ``history`` holds earlier
-    turns of the session as chat messages, the most recent of which go into the prompt; ``git``,
-    given for who/when questions, answers them from the repository's history instead;
-    ``missing``, the routes left out while their vectors are written, is said in the answer;
-    ``sampling`` carries a caller's instruction, temperature and length for a model;
-    ``below_gate`` is the retriever's verdict that the code probably does not hold the answer,
-    ``looked_for`` the words it searched by (what a refusal says it looked for), ``unsafe`` its
-    learned rule's verdict that the question asks to get around a security control, and
-    ``doubtful`` its verdict that the code may still not hold the answer (the answer says so
-    first)."""
-    q = _Question(
-        query, language(query), hits, backend, settings, file_lines, history, git, sampling,
-        below_gate, looked_for, unsafe, doubtful,
-    )  # fmt: skip
+    """Generate the events of one answer to ``question`` from what the retriever ``found``: its
+    hits, and its verdicts that the code probably does not hold the answer (``below_gate``), may
+    still not hold it (``doubtful``: the answer says so first) or that the question asks to get
+    around a security control (``unsafe``); a refusal names the words it ``looked_for``, and the
+    answer says which ``routes_missing`` were left out while their vectors are written.
+    ``file_lines`` counts a file's lines, what citations are checked against."""
+    q = _Case(question, language(question.query), found, backend, settings, file_lines)
     answer = yield from _events(q)
+    missing = found.routes_missing
     if missing:
         note = prompts.load("partial", q.lang).format(routes=", ".join(missing))
         sep = "\n\n" if answer.answer else ""
@@ -173,13 +177,14 @@ def answer_events(
     yield Done(answer)
 
 
-def _events(q: _Question) -> Generator[Event, None, Answer]:
+def _events(q: _Case) -> Generator[Event, None, Answer]:
     decided = _by_rules(q)
     if decided is not None:
         return decided
-    if q.git is not None and q.git.units:
-        return _from_history(q, q.git)
-    if not q.doubtful:
+    git = q.question.git
+    if git is not None and git.units:
+        return _from_history(q, git)
+    if not q.found.doubtful:
         return (yield from _from_model(q))
     # the rule still doubts the code holds it: the answer says so before what the code does
     note = prompts.load("doubt", q.lang)
@@ -190,10 +195,10 @@ def _events(q: _Question) -> Generator[Event, None, Answer]:
     return answer.model_copy(update={"answer": f"{note}\n\n{answer.answer}", "doubtful": True})
 
 
-def _by_rules(q: _Question) -> Answer | None:
+def _by_rules(q: _Case) -> Answer | None:
     """An answer decided without the model: an unsafe or vague question, a corrected premise,
     or hits that cannot hold the answer; None when the model must answer."""
-    verdict = refusal.screen(q.query, q.lang, q.unsafe)
+    verdict = refusal.screen(q.query, q.lang, q.found.unsafe)
     # a contradicted premise is answered before the gate: a claim about a unit that is found
     # may name a callee the code lacks, which the gate would refuse as absent
     fixed = premise.correct(q.query, q.hits, q.lang) if verdict is None else None
@@ -206,9 +211,10 @@ def _by_rules(q: _Question) -> Answer | None:
             )
     # a who/when question is gated on what it asks about, not on "who changed it last month",
     # and its words differ from what was searched (its subject): say its own
-    about = window.subject(q.query) if q.git is not None else q.query
-    searched = q.looked_for if q.git is None else ()
-    verdict = verdict or refusal.gate(about, q.hits, q.lang, q.below_gate, searched)
+    about_history = q.question.git is not None
+    about = window.subject(q.query) if about_history else q.query
+    searched = () if about_history else q.found.looked_for
+    verdict = verdict or refusal.gate(about, q.hits, q.lang, q.found.below_gate, searched)
     if verdict is None:
         return None
     return Answer(
@@ -220,7 +226,7 @@ def _by_rules(q: _Question) -> Answer | None:
     )
 
 
-def _from_history(q: _Question, git: chronicle.GitFacts) -> Answer:
+def _from_history(q: _Case, git: chronicle.GitFacts) -> Answer:
     """A who/when answer, from the history of the units it is about."""
     text = chronicle.compose(git.units, git.history, git.window, q.lang)
     units = [(u.file, u.start_line, u.end_line) for u in git.units]
@@ -235,7 +241,7 @@ def _from_history(q: _Question, git: chronicle.GitFacts) -> Answer:
     )
 
 
-def _context(q: _Question) -> _Context:
+def _context(q: _Case) -> _Context:
     """The best hits that fit the model's share of its window."""
     snippets = [Snippet.from_hit(h) for h in q.hits[: q.settings.context_units]]
     budget = int(q.backend.window * BUDGET_SHARE)
@@ -251,46 +257,39 @@ def _context(q: _Question) -> _Context:
     return _Context(text, kept, ranges, shown)
 
 
-def _messages(q: _Question, context: _Context) -> list[dict[str, str]]:
+def _messages(q: _Case, context: _Context) -> list[dict[str, str]]:
     """The chat: rules (and the caller's instruction), earlier turns that fit, the question."""
     room = int(q.backend.window * HISTORY_SHARE)
-    earlier = fit_history(list(q.history), q.backend.count_tokens, room)
+    earlier = fit_history(list(q.question.history), q.backend.count_tokens, room)
     system = prompts.load("system", q.lang)
-    if q.sampling.instruction:  # the caller's own wishes come after coderag's rules, not instead
-        system += (
-            "\n\nThe user's instruction (the rules above still hold):\n" + q.sampling.instruction
-        )
+    instruction = q.question.sampling.instruction
+    if instruction:  # the caller's own wishes come after coderag's rules, not instead
+        system += "\n\nThe user's instruction (the rules above still hold):\n" + instruction
     user = prompts.load("user", q.lang).format(query=q.query, context=context.text)
     return [{"role": "system", "content": system}, *earlier, {"role": "user", "content": user}]
 
 
-def _generate(q: _Question, prompt: Prompt, room: int) -> Generator[Event, None, str]:
-    """Stream the model's text for ``prompt`` as ``token`` events; the whole text."""
-    settings, sampling = q.settings, q.sampling
+def _generate(
+    q: _Case, prompt: Prompt, grounding: Grounding, room: int
+) -> Generator[Event, None, str]:
+    """Stream the model's text for ``prompt``, grounded in ``grounding``, as ``token`` events;
+    the whole text."""
+    settings, sampling = q.settings, q.question.sampling
     text = ""
     for piece in q.backend.stream(
         prompt,
         temperature=settings.temperature if sampling.temperature is None else sampling.temperature,
         top_p=settings.top_p,
         max_tokens=min(sampling.max_tokens or settings.max_new_tokens, room),
+        grounding=grounding,
     ):
         text += piece
         yield Event("token", {"text": piece})
     return text
 
 
-def _render(q: _Question, messages: list[dict[str, str]], context: _Context) -> Prompt:
-    """The backend's prompt for ``messages``, carrying the hits shown (the extractive backend
-    answers from them) and the question."""
-    prompt = q.backend.render(messages)
-    prompt.context = context.shown
-    prompt.lang = q.lang
-    prompt.query = q.query
-    return prompt
-
-
 def _corrected(
-    q: _Question, messages: list[dict[str, str]], text: str, context: _Context
+    q: _Case, messages: list[dict[str, str]], text: str, context: _Context
 ) -> list[dict[str, str]]:
     """The chat again with the answer that cited nothing valid and an instruction to cite."""
     first = context.kept[0]
@@ -299,16 +298,18 @@ def _corrected(
     return [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": retry}]
 
 
-def _from_model(q: _Question) -> Generator[Event, None, Answer]:
+def _from_model(q: _Case) -> Generator[Event, None, Answer]:
     """The model's answer with its citations checked; one corrective retry when none passes,
     then a refusal."""
     backend = q.backend
     context = _context(q)
     messages = _messages(q, context)
+    # the extractive backend answers from these hits alone, llama.cpp cites only them
+    grounding = Grounding(q.query, q.lang, tuple(context.shown))
     input_tokens = output_tokens = 0
     reason = NO_CITATION
     for attempt in range(1, ATTEMPTS + 1):
-        prompt = _render(q, messages, context)
+        prompt = backend.render(messages)
         input_tokens += prompt.tokens
         yield Event(
             "prompt",
@@ -322,7 +323,7 @@ def _from_model(q: _Question) -> Generator[Event, None, Answer]:
         room = backend.window - prompt.tokens - 8
         if room < 16:
             break
-        text = yield from _generate(q, prompt, room)
+        text = yield from _generate(q, prompt, grounding, room)
         output_tokens += backend.count_tokens(text) if text else 0
         if prompts.is_refusal(text):
             reason = REFUSED_BY_MODEL

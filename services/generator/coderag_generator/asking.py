@@ -31,7 +31,15 @@ from coderag.settings import Settings
 from coderag.store import refs
 from coderag.store.catalog import Catalog
 from coderag_generator import chronicle, conversation, window
-from coderag_generator.answer import Answer, Done, Event, Sampling, Streamed, answer_events
+from coderag_generator.answer import (
+    Answer,
+    Done,
+    Event,
+    Question,
+    Sampling,
+    Streamed,
+    answer_events,
+)
 from coderag_generator.backends import Backend, get_backend
 from coderag_generator.client import ParserClient, RetrieverClient
 
@@ -240,21 +248,19 @@ def finish(asked: Asked, asker: Asker, answer: Answer) -> Done:
 
 def answering(asked: Asked, asker: Asker, carried: Carried | None) -> Generator[Streamed]:
     """The answer's events (``answer.answer_events``) over the accepted question's hits."""
-    catalog, found = asker.catalog, asked.found
-    return answer_events(
+    catalog = asker.catalog
+    question = Question(
         asked.query,
-        found.results,
-        asked.backend,
-        asker.settings,
-        lambda path: catalog.file_lines(asked.repo, path),
-        conversation.prompt_history(asked.turns),
-        asked.git,
-        found.routes_missing,
-        carried.sampling if carried else Sampling(),
-        found.below_gate,
-        found.looked_for,
-        found.unsafe,
-        found.doubtful,
+        history=conversation.prompt_history(asked.turns),
+        git=asked.git,
+        sampling=carried.sampling if carried else Sampling(),
+    )
+    return answer_events(
+        question,
+        asked.found,
+        backend=asked.backend,
+        settings=asker.settings,
+        file_lines=lambda path: catalog.file_lines(asked.repo, path),
     )
 
 

@@ -168,13 +168,21 @@ def history(
     name: str, body: HistoryRequest, catalog: CatalogDep, settings: SettingsDep, _user: UserDep
 ) -> HistoryResponse:
     """Last commit of each range and, with ``log``, the commits that changed it in the window; a
-    range that runs past its file's end is answered (and returned) up to the file's last line."""
+    range that runs past its file's end is answered (and returned) up to the file's last line.
+    A file the index does not hold (never there, or one it skipped: binary, too large, excluded)
+    is answered as unknown: the range as asked, no commit."""
     root = trees.root(catalog, settings, name)  # 404 for an unknown repository comes first
     since, until = _when(body.since, "since"), _when(body.until, "until")
     if not has_history(root):
         return HistoryResponse(repo=name, has_history=False, ranges=[])
+    # neither git nor a line count reads a file the index refused: a tracked binary, a file
+    # over the size limit or a vendored path would otherwise be blamed, logged and read whole
+    indexed = catalog.indexed_among(name, [r.file for r in body.ranges])
     out = []
     for asked in body.ranges:
+        if asked.file not in indexed:
+            out.append(RangeHistory(**asked.model_dump(), last=None, changes=[]))
+            continue
         r = clamp(root, asked)
         log = changes(root, r.file, r.start_line, r.end_line, since, until) if body.log else []
         out.append(

@@ -180,8 +180,10 @@ def _record_and_enqueue(
     body: bytes,
     names: list[str],
 ) -> bool:
-    """Queue the reindexes unless this delivery id or this very body was seen (a signed body
-    sent again under another id, or none, is the same push); False for a duplicate."""
+    """Queue the reindexes unless this provider's delivery id or this very body was seen
+    through any endpoint (a signed body sent again under another id, with none, or to another
+    provider's endpoint, where GitHub's and Gitea's HMACs are the same, is the same push);
+    False for a duplicate."""
     now = datetime.now(UTC)
 
     def queue_all() -> bool:

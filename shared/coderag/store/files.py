@@ -222,6 +222,17 @@ class Files:
         )
         return IndexedFile(rows[0]["language"], rows[0]["lines"]) if rows else None
 
+    def indexed_among(self, repo: str, paths: Iterable[str]) -> set[str]:
+        """Those of ``paths`` that are indexed files of the repository."""
+        wanted = sorted(set(paths))
+        if not wanted:
+            return set()
+        rows = self.db.read(
+            "SELECT path FROM files WHERE repo=:repo AND path IN :paths",
+            {"repo": repo, "paths": wanted},
+        )
+        return {r["path"] for r in rows}
+
     def total_lines(self, repo: str) -> int:
         """Lines of every indexed file of a repository."""
         rows = self.db.read("SELECT SUM(lines) FROM files WHERE repo=:r", {"r": repo})

@@ -30,6 +30,9 @@ VERSION_TABLE = "alembic_version"
 BATCH = 5000
 """Rows a copy reads and inserts at a time (a million-line index holds millions of rows)."""
 
+CATALOG_TABLES = ("repos", "units")
+"""Tables whose presence together marks a PostgreSQL schema as holding a coderag catalog."""
+
 
 def config(connection: Connection | None = None) -> Config:
     """Alembic's configuration, its migrations to run on ``connection``."""
@@ -70,6 +73,29 @@ def objects(target: Connection) -> list[str]:
     found = sa.inspect(target)
     names = found.get_table_names() + found.get_view_names()
     return sorted(n for n in names if not n.startswith("sqlite_"))
+
+
+def current_schema(conn: Connection) -> str | None:
+    """The PostgreSQL schema ``conn`` reads and creates unqualified tables in: the first of its
+    search_path that exists; None when none does."""
+    return conn.execute(sa.text("SELECT current_schema()")).scalar()
+
+
+def search_path(conn: Connection) -> str:
+    """The PostgreSQL search_path ``conn`` runs with, as ``SHOW`` gives it."""
+    return str(conn.execute(sa.text("SHOW search_path")).scalar())
+
+
+def catalog_schemas(conn: Connection) -> list[str]:
+    """The PostgreSQL schemas of the database ``conn`` is on that hold a coderag catalog (every
+    table of ``CATALOG_TABLES``), in name order; ``pg_tables`` lists them whatever the
+    search_path, which alone decides what the inspector and unqualified statements see."""
+    query = sa.text(
+        "SELECT schemaname FROM pg_catalog.pg_tables WHERE tablename IN :names "
+        "GROUP BY schemaname HAVING count(DISTINCT tablename) = :wanted ORDER BY schemaname"
+    ).bindparams(sa.bindparam("names", expanding=True))
+    names = list(CATALOG_TABLES)
+    return list(conn.execute(query, {"names": names, "wanted": len(names)}).scalars())
 
 
 def copy_into(source: Connection, target: Connection) -> dict[str, int]:

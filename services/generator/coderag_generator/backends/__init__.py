@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 
 from coderag.settings import Settings, get_settings
-from coderag_generator.backends.base import Backend, Prompt
+from coderag_generator.backends.base import UNGROUNDED, Backend, Grounding, Prompt
 from coderag_generator.backends.extractive import ExtractiveBackend
 from coderag_generator.backends.hf import HFBackend
 from coderag_generator.backends.llamacpp import LlamaCppBackend
 from coderag_generator.backends.openai import OpenAIBackend
 
-__all__ = ["Backend", "Prompt", "get_backend"]
+__all__ = ["UNGROUNDED", "Backend", "Grounding", "Prompt", "get_backend"]
 
 _loaded: dict[tuple, Backend] = {}
 _lock = threading.Lock()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from coderag.schemas import Hit
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prompt:
     """A rendered prompt: the messages and their exact token count under the backend's tokenizer."""
 
@@ -17,9 +17,21 @@ class Prompt:
     text: str
     tokens: int
     stop: list[str] | None = None
-    context: list[Hit] = field(default_factory=list)
-    lang: str = "en"
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """What the answer must rest on: the question, its language, and the hits the prompt shows
+    (cut to the lines shown, best first). The extractive backend answers from them alone; the
+    llama.cpp backend constrains its citations to them; the others read only the prompt."""
+
     query: str = ""
+    lang: str = "en"
+    hits: tuple[Hit, ...] = ()
+
+
+UNGROUNDED = Grounding()
+"""No hits: a bare prompt (a warm-up, a speed benchmark), answered from its text alone."""
 
 
 class Backend(Protocol):
@@ -37,7 +49,13 @@ class Backend(Protocol):
         ...
 
     def stream(
-        self, prompt: Prompt, *, temperature: float, top_p: float, max_tokens: int
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        grounding: Grounding = UNGROUNDED,
     ) -> Iterator[str]:
-        """Generate the answer."""
+        """Generate the answer to ``prompt``, grounded in ``grounding``'s hits."""
         ...

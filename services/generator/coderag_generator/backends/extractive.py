@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from coderag_generator.backends.base import Prompt
+from coderag_generator.backends.base import UNGROUNDED, Grounding, Prompt
 from coderag_generator.explain import compose
 
 
 class ExtractiveBackend:
     """Answers by describing and citing the units that bear on the question; reads them from the
-    prompt's context."""
+    grounding ``stream`` is given, not from the prompt."""
 
     name = "extractive"
     window = 8192
@@ -22,15 +22,21 @@ class ExtractiveBackend:
         return len(text.split())
 
     def render(self, messages: list[dict[str, str]]) -> Prompt:
-        """Join the messages; the answer is built from ``Prompt.context`` alone."""
+        """Join the messages (for their token count): the answer is built from the grounding."""
         text = "\n\n".join(m["content"] for m in messages)
         return Prompt(messages=messages, text=text, tokens=self.count_tokens(text))
 
     def stream(
-        self, prompt: Prompt, *, temperature: float, top_p: float, max_tokens: int
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        grounding: Grounding = UNGROUNDED,
     ) -> Iterator[str]:
-        """The explanation, one paragraph at a time."""
-        text = compose(prompt.context, prompt.query, prompt.lang)
+        """The explanation of ``grounding``'s hits, one paragraph at a time."""
+        text = compose(list(grounding.hits), grounding.query, grounding.lang)
         for para in text.split("\n\n"):
             if para:
                 yield para + "\n\n"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from coderag.errors import ConfigError, Unavailable
 from coderag.settings import Settings
-from coderag_generator.backends.base import Prompt
+from coderag_generator.backends.base import UNGROUNDED, Grounding, Prompt
 from coderag_generator.chat_tokens import prompt_ids
 
 if TYPE_CHECKING:
@@ -173,9 +173,16 @@ class HFBackend:
         return Prompt(messages=messages, text=text, tokens=len(self._ids(messages)))
 
     def stream(
-        self, prompt: Prompt, *, temperature: float, top_p: float, max_tokens: int
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        grounding: Grounding = UNGROUNDED,
     ) -> Iterator[str]:
-        """Generate in a worker thread and yield decoded text pieces; one request at a time."""
+        """Generate in a worker thread and yield decoded text pieces; one request at a time.
+        ``grounding`` is not read: the model sees the hits in the prompt."""
         import torch
         from transformers import StoppingCriteriaList, TextIteratorStreamer
 

