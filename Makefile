@@ -131,8 +131,11 @@ reranker: install
 # rows and fit, 30 for the 18 answer runs the refusal rules read, 10 for the unsafe rule (4,400
 # questions embedded by both encoders, 90 small fits). The cross-encoder and the encoders'
 # adapters ship nothing yet: `make reranker` and coderag_training.fit.encoder build them.
-# The two fit.ranker lines are placeholders until bench/train_ranker.py moves there.
+# The ranker reads the tuning corpora's questions and the written questions of the
+# RANKER_CODE_BASES smallest written-training code bases (indexing all 148 takes hours on 2
+# cores; 55 took about 40 minutes here), listwise with L2 10 as cross-validation chose.
 MODELS_WORK ?= bench/.cache/models
+RANKER_CODE_BASES ?= 55
 TUNING = $(PY) -c 'import sys; from coderag_training.pins import load_corpora; \
 	print(" ".join(c["name"] for c in load_corpora() if c["split"] == sys.argv[1]))'
 models: install
@@ -144,9 +147,12 @@ models: install
 	  CODERAG_DATA_DIR=bench/.cache/data $(PY) -m bench.retrieval --split $$split --reuse \
 	    --dump-only --dump-features $(MODELS_WORK)/rows-$$split.jsonl || exit 1; \
 	done
-	cat $(MODELS_WORK)/rows-tune.jsonl $(MODELS_WORK)/rows-tune2.jsonl > $(MODELS_WORK)/rows.jsonl
-	$(PY) -m coderag_training.fit.ranker $(MODELS_WORK)/rows.jsonl
-	$(PY) -m coderag_training.fit.ranker $(MODELS_WORK)/rows.jsonl --fold-rankers $(MODELS_WORK)/folds
+	CODERAG_DATA_DIR=bench/.cache/data $(PY) -m bench.written_retrieval --split wtrain \
+	  --smallest $(RANKER_CODE_BASES) --reuse --dump-only --dump-features $(MODELS_WORK)/rows-wtrain.jsonl
+	$(PY) -m coderag_training.fit.ranker $(MODELS_WORK)/rows-tune.jsonl $(MODELS_WORK)/rows-tune2.jsonl \
+	  $(MODELS_WORK)/rows-wtrain.jsonl --loss listwise --l2 10
+	$(PY) -m coderag_training.fit.ranker $(MODELS_WORK)/rows-tune.jsonl $(MODELS_WORK)/rows-tune2.jsonl \
+	  $(MODELS_WORK)/rows-wtrain.jsonl --fold-rankers $(MODELS_WORK)/folds
 	for split in tune tune2; do for c in $$($(TUNING) $$split); do for mode in "" --lexical; do \
 	  CODERAG_DATA_DIR=bench/.cache/data CODERAG_RANKER_PATH=$(MODELS_WORK)/folds/ranker-without-$$c.json \
 	    $(PY) -m bench.answers --split $$split --corpus $$c --backend extractive --skip-history \

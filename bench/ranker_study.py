@@ -1,14 +1,13 @@
-"""Train the learned ranker on the tuning split's candidate features and ship it.
+"""Studies of the learned ranker on candidate rows (``--dump-features`` files): what it gains
+over the fused order per corpus, against gradient-boosted trees, adapted to a code base's own
+doc comments, and which features favour its misses. The ranker itself is fitted by
+``python -m coderag_training.fit.ranker``.
 
-    python -m bench.retrieval --split tune --dump-features bench/.cache/features.jsonl
-    python -m bench.train_ranker bench/.cache/features.jsonl [--out PATH]
-    python -m bench.train_ranker F --compare-shipped | --compare-models | --own-docs DOC_F
-    python -m bench.train_ranker F --explain-misses
+    python -m bench.ranker_study F --compare-shipped | --compare-models | --own-docs DOC_F
+    python -m bench.ranker_study F --explain-misses
 
-Leave-one-corpus-out over the tuning corpora picks the L2 strength (each fold is scored on a
-corpus the model did not see, the way a new user's code base is), prints the folds against the
-fused order, then fits on every tuning question and writes
-``services/retriever/coderag_retriever/ranker.json``. The test split is never read here.
+Leave-one-corpus-out throughout: each corpus is scored by a model that never saw it. No frozen
+split is read here.
 """
 
 from __future__ import annotations
@@ -23,21 +22,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 
-from bench.fetch import load_corpora  # noqa: E402
 from coderag_retriever.learned import FEATURES, Ranker, parse  # noqa: E402
 from coderag_training.ranker import fit, fit_listwise  # noqa: E402
 
 SHIPPED = HERE.parent / "services" / "retriever" / "coderag_retriever" / "ranker.json"
 """Where the shipped ranker lives."""
-
-SPLITS = {c["name"]: c.get("split", "tune") for c in load_corpora()}
-"""Each corpus's split, for the shipped ranker's record of what it was trained on."""
-
-L2_GRID = (0.1, 1.0, 10.0, 100.0)
-"""L2 strengths tried."""
-
-DOC_WEIGHTS = (0.0, 0.25, 1.0)
-"""Weights of the doc-comment questions' rows tried (0 leaves them out)."""
 
 
 def is_doc(row: dict) -> bool:
@@ -93,10 +82,6 @@ def stack(rows: list[dict], doc_weight: float) -> tuple[np.ndarray, np.ndarray, 
     )
 
 
-METHODS = ("pointwise", "listwise")
-"""Losses tried: log loss per candidate, or softmax cross-entropy per question."""
-
-
 def train(rows: list[dict], l2: float, doc_weight: float, method: str) -> Ranker:
     """Fit on the rows."""
     if method == "listwise":
@@ -105,21 +90,6 @@ def train(rows: list[dict], l2: float, doc_weight: float, method: str) -> Ranker
         return fit_listwise([(r["x"], r["y"]) for r in kept], l2=l2, weight=weights)
     x, y, w = stack(rows, doc_weight)
     return fit(x, y, l2=l2, weight=w)
-
-
-def cross_validate(
-    rows: list[dict], l2: float, doc_weight: float, method: str
-) -> tuple[list[int | None], list[int | None]]:
-    """Leave-one-corpus-out first-hit ranks on the held-out corpus's written questions:
-    (learned, fused)."""
-    learned_ranks, fused_ranks = [], []
-    for corpus in held_out(rows):
-        model = train([r for r in rows if home(r) != corpus], l2, doc_weight, method)
-        for r in rows:
-            if home(r) == corpus and not is_doc(r):
-                learned_ranks.append(first_rank(model.score(r["x"]), r["y"]))
-                fused_ranks.append(first_rank(np.array(r["fused"]), r["y"]))
-    return learned_ranks, fused_ranks
 
 
 def compare_shipped(rows: list[dict]) -> None:
@@ -266,13 +236,6 @@ def main() -> int:
     """Cross-validate, fit on everything, write the ranker."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("features", type=Path)
-    ap.add_argument("--out", type=Path, default=SHIPPED)
-    ap.add_argument(
-        "--fold-rankers",
-        type=Path,
-        help="instead: write DIR/ranker-without-C.json per tuning corpus C, with the shipped "
-        "ranker's loss and L2 (the rankers bench/train_refusal.py's hits are retrieved with)",
-    )
     ap.add_argument(
         "--compare-shipped",
         action="store_true",
@@ -316,52 +279,11 @@ def main() -> int:
     if args.compare_shipped:
         compare_shipped([r for r in rows if not is_doc(r)])
         return 0
-    if args.fold_rankers:
-        meta = json.loads(SHIPPED.read_text("utf-8"))["trained_on"]
-        for held in held_out(rows):
-            model = train([r for r in rows if home(r) != held], meta["l2"],
-                          meta["doc_question_weight"], meta["loss"])  # fmt: skip
-            out = args.fold_rankers / f"ranker-without-{held}.json"
-            out.write_text(model.to_json({**meta, "without": held}) + "\n", "utf-8")
-            print(f"wrote {out}")
-        return 0
-    best, best_mrr = (L2_GRID[0], DOC_WEIGHTS[0], METHODS[0]), -1.0
-    docs = any(is_doc(r) for r in rows)
-    print(
-        "| loss | L2 | doc-question weight | learned R@1 / R@5 / MRR@10 | "
-        "fused R@1 / R@5 / MRR@10 |"
+    ap.error(
+        "name a study (--compare-shipped, --compare-models, --own-docs, --explain-misses); "
+        "the ranker is fitted by python -m coderag_training.fit.ranker"
     )
-    print("| --- | --- | --- | --- | --- |")
-    for method in METHODS:
-        for l2 in L2_GRID:
-            for doc_weight in DOC_WEIGHTS if docs else (0.0,):
-                learned_ranks, fused_ranks = cross_validate(rows, l2, doc_weight, method)
-                m, f = metrics(learned_ranks), metrics(fused_ranks)
-                print(
-                    f"| {method} | {l2} | {doc_weight} | "
-                    f"{m['R@1']:.2f} / {m['R@5']:.2f} / {m['MRR@10']:.2f} | "
-                    f"{f['R@1']:.2f} / {f['R@5']:.2f} / {f['MRR@10']:.2f} |"
-                )
-                if m["MRR@10"] > best_mrr:
-                    best, best_mrr = (l2, doc_weight, method), m["MRR@10"]
-    per_corpus: dict[str, int] = defaultdict(int)
-    for r in rows:
-        per_corpus[r["corpus"]] += 1
-    model = train(rows, *best)
-    trained_on = {
-        "split": "+".join(sorted({SPLITS.get(home(r), "mined") for r in rows})),
-        "questions": dict(per_corpus),
-        "l2": best[0],
-        "doc_question_weight": best[1],
-        "loss": best[2],
-        "selected_by": "leave-one-corpus-out MRR@10 over the tuning corpora",
-        "command": "python -m bench.retrieval --split tune --dump-features F1 && "
-        "python -m bench.retrieval --split tune2 --dump-features F2 && "
-        "cat F1 F2 > F && python -m bench.train_ranker F",
-    }
-    args.out.write_text(model.to_json(trained_on) + "\n", "utf-8")
-    print(f"\n{best[2]}, L2 {best[0]}, doc-question weight {best[1]}: wrote {args.out}")
-    return 0
+    return 2
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ tuned on, the test split is frozen and only measured. The report (R@1, R@5, MRR@
 language, type, code language and corpus; call-chain coverage in the top 10; per-route and
 per-component ablation; index time and search latency) gives the test split first.
 ``--dump-features`` writes the learned ranker's candidate features of the tuning split's
-questions for ``bench/train_ranker.py``; ``--reuse`` keeps indexes of an earlier run.
+questions for ``coderag_training.fit.ranker``; ``--reuse`` keeps indexes of an earlier run.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 
 from coderag import fitted
 from coderag.fitted import FittedModelError
-from coderag_retriever import relevance, unsafe
+from coderag_retriever import learned, relevance, unsafe
 from coderag_training import cards, fit
 
 
@@ -166,7 +166,8 @@ def test_one_sigmoid_for_every_rule() -> None:
 
 
 @pytest.mark.parametrize(
-    "model", [relevance.MODEL_FILE, relevance.LEXICAL_MODEL_FILE, unsafe.MODEL_FILE]
+    "model",
+    [relevance.MODEL_FILE, relevance.LEXICAL_MODEL_FILE, unsafe.MODEL_FILE, learned.SHIPPED],
 )
 def test_the_shipped_rules_carry_cards_that_match_them(model: Path) -> None:
     """Each shipped logistic rule loads through the loader and is the file its card describes,
@@ -175,6 +176,9 @@ def test_the_shipped_rules_carry_cards_that_match_them(model: Path) -> None:
     assert card.command.startswith("python -m coderag_training.fit.")
     assert card.inputs and card.code_bases and sum(card.questions.values()) > 0
     assert card.held_out and card.fitted
+    if model == learned.SHIPPED:
+        assert len(learned.load(str(model)).weights) == len(learned.FEATURES)
+        return
     loader = unsafe._load if model == unsafe.MODEL_FILE else relevance._load
     assert loader(str(model)) is not None
 

@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from coderag.fitted import FittedModelError
 from coderag.settings import get_settings
 from coderag_retriever import learned
 from coderag_retriever.search import gather, rank
 from coderag_training import ranker
+from coderag_training.pins import load_corpora, load_written
 from tests.conftest import indexed
 
 SOURCES = {
@@ -51,14 +53,18 @@ def test_fit_learns_the_signal_and_round_trips() -> None:
     assert model.weights[0] > 0 and model.weights[3] > 0
     again = learned.parse(model.to_json({"split": "tune"}))
     assert np.allclose(again.probability(x), p, atol=1e-4)
-    with pytest.raises(ValueError, match="retrain"):
+    with pytest.raises(FittedModelError, match="refit"):
         learned.parse(json.dumps({**json.loads(model.to_json({})), "features": ["x"]}))
 
 
 def test_shipped_ranker_loads_with_provenance() -> None:
     text = (Path(learned.__file__).parent / "ranker.json").read_text("utf-8")
-    splits = json.loads(text)["trained_on"]["split"].split("+")
-    assert splits and all(split.startswith("tune") for split in splits)  # never a test split
+    trained_on = json.loads(text)["trained_on"]
+    splits = set(trained_on["split"].split("+"))
+    assert splits and splits <= {"tune", "tune2", "wtrain"}  # never a test split
+    frozen = {c["name"] for c in load_corpora() if c["split"] in ("test", "test2")}
+    frozen |= {c["name"] for c in load_written() if c.get("split") == "wtest"}
+    assert trained_on["questions"] and not frozen & set(trained_on["questions"])
     assert len(learned.load().weights) == len(learned.FEATURES)
 
 

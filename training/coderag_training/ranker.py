@@ -1,5 +1,5 @@
 """Fitting the learned ranker (``coderag_retriever.learned``) offline: pointwise by Newton's
-method or listwise (ListNet) with a calibrated probability. ``bench/train_ranker.py`` runs it;
+method or listwise (ListNet) with a calibrated probability. ``coderag_training.fit.ranker`` runs it;
 the retriever only loads what it wrote."""
 
 from __future__ import annotations

@@ -1,16 +1,19 @@
-"""The learned ranker: a logistic model over each candidate's route ranks and scores, unit
-features and call-graph ties to the other hits, trained offline (``bench/train_ranker.py``, with
-``coderag_training.ranker``) on the tuning split only and shipped as ``ranker.json``.
+"""The learned ranker: a linear model over each candidate's route ranks and scores, unit
+features (among them whether the unit only declares, and how much of the question its text
+holds) and call-graph ties to the other hits, fitted offline (``coderag_training.fit.ranker``)
+on the tuning corpora and the written training questions, never a frozen split, and shipped as
+``ranker.json`` with its card.
 
-Its probability is also the hit's ``confidence``: trained pointwise on "is this candidate a gold
-unit", so 0.8 means that, on the tuning questions, about four in five candidates scored so were
-answers.
+Its probability is also the hit's ``confidence``: the score calibrated on "is this candidate a
+gold unit", so 0.8 means that, on the training questions, about four in five candidates scored
+so were answers.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from coderag import routes
+from coderag import fitted, routes
 from coderag_retriever.index import RepoIndex
 from coderag_retriever.query import Query
 from coderag_retriever.text import code_tokens, has_chinese
@@ -56,8 +59,49 @@ FEATURES = (
     "doc_overlap",
     *(f"zh_rr_{r}" for r in RANKED_ROUTES),
     "flow_adjacent",
+    "body_coverage",
+    "declaration",
+    "declaration_asked",
 )
 """Feature names, in column order; ``ranker.json`` names them too and must match."""
+
+
+DECLARATION_FILES = (".d.ts", ".d.mts", ".d.cts", ".pyi")
+"""Files of declarations only: a type stub or a TypeScript declaration file."""
+
+_NO_BODY = re.compile(r"^(?:\.\.\.|pass|raise NotImplementedError(?:\(.*\))?)$")
+"""A Python body line that declares without implementing (a stub, an abstract method)."""
+
+_DOCSTRING = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
+
+ASKS_DECLARATION = re.compile(
+    r"\b(signatures?|declar\w*|prototypes?|interfaces?|type (?:of|definitions?)|typings?)\b|"
+    r"签名|声明|原型|接口|类型定义",
+    re.IGNORECASE,
+)
+"""A question about a declaration itself ("what is the signature of X"), not its behaviour."""
+
+
+def is_declaration(file: str, kind: str, text: str) -> bool:
+    """Whether a unit declares without implementing: in a declaration file, a callable without
+    a body (a C prototype, a Rust trait or Java interface method, a TypeScript overload), or a
+    Python stub; such a unit should not outrank its implementation (issue 42)."""
+    if file.endswith(DECLARATION_FILES):
+        return True
+    if kind not in ("function", "method"):
+        return False
+    body = text.strip()
+    if "{" not in body and body.endswith(";"):
+        return True
+    if not body.startswith(("def ", "async def ", "@")):
+        return False
+    lines = [
+        line.strip()
+        for line in _DOCSTRING.sub("", body).splitlines()
+        if line.strip() and not line.strip().startswith(("#", "@"))
+    ]
+    # the def line (a signature may wrap) and one line that does nothing
+    return 2 <= len(lines) <= 4 and bool(_NO_BODY.match(lines[-1])) and lines[-2].endswith(":")
 
 
 @dataclass
@@ -87,6 +131,26 @@ def _overlap(query: set[str], tokens: frozenset[str] | set[str]) -> float:
     return len(query & tokens) / len(query)
 
 
+def _body_coverage(index: RepoIndex, words: set[str], positions: list[int]) -> np.ndarray:
+    """Per candidate, the idf-weighted share of the question's words its text holds (BM25
+    rewards one rare word repeated; this rewards agreeing with the whole question)."""
+    out = np.zeros(len(positions))
+    postings = index.postings
+    live = max(postings.live, 1)
+    slots = [int(index.slot_of[p]) for p in positions]
+    total = 0.0
+    for w in words:
+        posting = postings.terms.get(w)
+        if not posting:
+            continue  # a word no unit holds tells no candidate apart
+        idf = math.log(1.0 + live / len(posting))
+        total += idf
+        for i, slot in enumerate(slots):
+            if slot in posting:
+                out[i] += idf
+    return out / total if total else out
+
+
 def features(
     query: Query,
     index: RepoIndex,
@@ -109,8 +173,10 @@ def features(
         per_file[f] = per_file.get(f, 0.0) + candidates[p].expanded
     total = sum(per_file.values()) or 1.0
     file_order = {f: i for i, f in enumerate(sorted(per_file, key=lambda f: -per_file[f]), 1)}
+    coverage = _body_coverage(index, words, order)
+    asks_declaration = bool(ASKS_DECLARATION.search(query.text))
     rows = []
-    for pos in order:
+    for i, pos in enumerate(order):
         c, u = candidates[pos], index.units[pos]
         rr = {r: (1.0 / c.ranks[r] if r in c.ranks else 0.0) for r in RANKED_ROUTES}
         adjacent = c.adjacent_seeds / SEEDS
@@ -138,6 +204,9 @@ def features(
             _overlap(words, _token_set(u.doc)),
             *((rr[r] if zh else 0.0) for r in RANKED_ROUTES),
             adjacent if flow else 0.0,
+            coverage[i],
+            float(declared := is_declaration(u.file, u.kind, u.text)),
+            float(declared and asks_declaration),
         ]
         rows.append(row)
     return order, np.array(rows, dtype=np.float64).reshape(len(order), len(FEATURES))
@@ -178,23 +247,40 @@ class Ranker:
         )
 
 
-def parse(text: str) -> Ranker:
-    """A ranker from its JSON; features must match this version's."""
-    data = json.loads(text)
-    if tuple(data["features"]) != FEATURES:
-        raise ValueError("ranker.json was trained on other features; retrain it")
+SHIPPED = Path(str(resources.files("coderag_retriever").joinpath("ranker.json")))
+"""The shipped ranker (its card, ``ranker.card.json``, lies beside it)."""
+
+
+def parse(text: str, where: Path = SHIPPED) -> Ranker:
+    """A ranker from its JSON (named ``where`` in errors); features must match this
+    version's."""
+    return _ranker(fitted.parse(text, where))
+
+
+def _ranker(fields: fitted.Fields) -> Ranker:
+    if fields.texts("features") != FEATURES:
+        raise fitted.FittedModelError(
+            f"{fields.path} was trained on other features than this version's; refit it "
+            "(python -m coderag_training.fit.ranker)"
+        )
+    calibration = fields.numbers("calibration") if "calibration" in fields.raw else (1.0, 0.0)
+    if len(calibration) != 2:
+        raise fitted.FittedModelError(f"{fields.path}: 'calibration' must hold two numbers")
     return Ranker(
-        np.array(data["mean"]),
-        np.array(data["scale"]),
-        np.array(data["weights"]),
-        data["bias"],
-        tuple(data.get("calibration", (1.0, 0.0))),
+        np.array(fields.numbers("mean")),
+        np.array(fields.numbers("scale")),
+        np.array(fields.numbers("weights")),
+        fields.number("bias"),
+        (calibration[0], calibration[1]),
     )
 
 
 @cache
 def load(path: str = "") -> Ranker:
-    """The ranker at ``path``, or the shipped one."""
-    if path:
-        return parse(Path(path).read_text("utf-8"))
-    return parse(resources.files("coderag_retriever").joinpath("ranker.json").read_text("utf-8"))
+    """The ranker at ``path``, or the shipped one, checked against its card when one lies
+    beside it."""
+    where = Path(path) if path else SHIPPED
+    fields = fitted.load(where)
+    if fields is None:
+        raise fitted.FittedModelError(f"{where}: no such ranker file")
+    return _ranker(fields)

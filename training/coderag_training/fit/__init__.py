@@ -5,8 +5,8 @@
 - ``unsafe``: the unsafe-request rule (``coderag_retriever/unsafe.json``).
 - ``refusal``: the refusal rule (``coderag_retriever/refusal.json``, ``--lexical``:
   ``refusal_lexical.json``), on hits ``bench/answers.py`` saved.
-- ``ranker``: the learned ranker (``coderag_retriever/ranker.json``); still
-  ``bench/train_ranker.py`` while it is being retrained, moved here next.
+- ``ranker``: the learned ranker (``coderag_retriever/ranker.json``), on the candidate
+  rows ``bench/retrieval.py`` and ``bench/written_retrieval.py`` dump.
 - ``reranker``: the code cross-encoder (``coderag_embedder/reranker/``), on the candidate lists
   of ``bench/rerank_data.py``; ``listwise``: the same model through sentence-transformers'
   trainer.

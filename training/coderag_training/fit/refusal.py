@@ -8,7 +8,7 @@ Reads each tuning corpus's questions (splits ``tune`` and ``tune2``) and the hit
 never saw that corpus, so that the ranker's confidence is out of sample as on a code base it never
 saw (the shipped ranker is trained on every tuning corpus)::
 
-    python -m bench.train_ranker bench/.cache/features-tune9.jsonl --fold-rankers F
+    python -m coderag_training.fit.ranker ROWS.jsonl ... --fold-rankers F
     for c in requests click cobra immer rnsvg indexmap; do
         CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data \\
             python -m bench.answers --split tune --corpus $c --backend extractive
