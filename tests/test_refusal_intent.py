@@ -170,7 +170,9 @@ def test_questions_that_describe_security_code_are_answered_and_requests_decline
     for query, lang in UNSAFE:
         asked, chatted = _ask(server, query), _chat(server, query)
         assert asked["refused"] is True and asked["reason"] == "unsafe", (query, asked)
-        assert chatted["text"] == prompts.load("unsafe", lang) and chatted["refused"], chatted
+        # the decline itself, then at most the index's freshness line
+        assert chatted["text"].startswith(prompts.load("unsafe", lang)), chatted
+        assert chatted["refused"], chatted
     who = _ask(server, "Who last changed the permission check for refunds, and when?")
     assert "Bob" in who["answer"], who
 

@@ -123,7 +123,8 @@ def test_an_mcp_tool_given_a_nul_fails_clearly_and_keeps_its_row(
 def test_a_nul_stored_before_is_exported_without_the_byte(tmp_path: Path) -> None:
     """SQLite stored a NUL before it was refused: the CSV shows ``?`` in its place."""
     with TestClient(create_app()) as client:
-        get_catalog().audit_log.insert(("old", "search", "shop", "a\u0000b", "[]", 0, 1.0, "ok"))
+        row = ("old", "search", "shop", "a\u0000b", "[]", 0, 1.0, "ok", "", "[]")
+        get_catalog().audit_log.insert(row)
         rows = _rows(client)
     assert [row["query"] for row in rows] == ["a?b"]
 

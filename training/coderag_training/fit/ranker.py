@@ -43,10 +43,14 @@ from coderag_training.ranker import fit, fit_listwise
 SHIPPED = ROOT / "services" / "retriever" / "coderag_retriever" / "ranker.json"
 """Where the shipped ranker lives."""
 
-FROZEN = frozenset(
-    c["name"] for c in load_corpora() if not c.get("split", "tune").startswith("tune")
-)
-"""Corpora of the frozen benchmark splits: rows of theirs are refused."""
+
+def frozen() -> frozenset[str]:
+    """Corpora of the frozen benchmark splits (read from the checkout when a fit runs, not at
+    import: the installed package has no bench/): rows of theirs are refused."""
+    return frozenset(
+        c["name"] for c in load_corpora() if not c.get("split", "tune").startswith("tune")
+    )
+
 
 L2_GRID = (0.1, 1.0, 10.0, 100.0)
 """L2 strengths tried."""
@@ -79,12 +83,13 @@ def load_rows(paths: list[Path]) -> list[Row]:
     """Questions with at least one candidate, from ``--dump-features`` files; refuses rows of
     the frozen splits and generated (doc or test name) questions."""
     rows: list[Row] = []
+    refused = frozen()
     for path in paths:
         for line in path.read_text("utf-8").splitlines():
             if not line.strip():
                 continue
             raw = json.loads(line)
-            if raw["corpus"].removesuffix("-nodoc") in FROZEN:
+            if raw["corpus"].removesuffix("-nodoc") in refused:
                 raise SystemExit(
                     f"{path}: a row of frozen corpus {raw['corpus']!r}; never train on it"
                 )
