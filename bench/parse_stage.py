@@ -45,11 +45,16 @@ def one_round(tree: Path) -> dict[str, float]:
     catalog.create_repo("p", str(tree), None, None)
     reg = catalog.registration("p")
     paths = [r for r in sorted(walk(tree)) if indexable(r) and language_of(r)]
-    # a plain tuple is what an older checkout takes, and a FileJob (a NamedTuple) is one too
-    jobs = [
-        ("p", str(tree), r, language_of(r), settings.max_file_bytes, settings.deprecated_markers)
-        for r in paths
-    ]
+    try:  # a checkout with issue 42's typed jobs; an older one takes plain tuples
+        from coderag_parser.file_rows import FileJob
+    except ImportError:
+        FileJob = None  # type: ignore[assignment,misc]
+    jobs = []
+    for r in paths:
+        fields = (
+            "p", str(tree), r, language_of(r), settings.max_file_bytes, settings.deprecated_markers
+        )  # fmt: skip
+        jobs.append(FileJob(*fields) if FileJob is not None else fields)
     out: dict[str, float] = {}
     start = time.perf_counter()
     parsed = parse_all(jobs, settings.workers(), "p")
