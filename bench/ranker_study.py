@@ -5,9 +5,10 @@ doc comments, and which features favour its misses. The ranker itself is fitted 
 
     python -m bench.ranker_study F --compare-shipped | --compare-models | --own-docs DOC_F
     python -m bench.ranker_study F --explain-misses
+    python -m bench.ranker_study F [F ...] --folds 10 [--shipped RANKER_JSON ...]
 
-Leave-one-corpus-out throughout: each corpus is scored by a model that never saw it. No frozen
-split is read here.
+Leave-one-corpus-out (``--folds``: folds grouped by code base) throughout: each corpus is scored by
+a model that never saw it. No frozen split is read here.
 """
 
 from __future__ import annotations
@@ -15,14 +16,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 
+from coderag_retriever import learned  # noqa: E402
 from coderag_retriever.learned import FEATURES, Ranker, parse  # noqa: E402
+from coderag_training.fit.ranker import (  # noqa: E402
+    WRITTEN,
+    Row,
+    Scorer,
+    first_rank,
+    held_out_ranks,
+    load_rows,
+    metrics,
+    splits,
+)
+from coderag_training.fit.ranker import train as fit_rows  # noqa: E402
+from coderag_training.pins import relative  # noqa: E402
 from coderag_training.ranker import fit, fit_listwise  # noqa: E402
 
 SHIPPED = HERE.parent / "services" / "retriever" / "coderag_retriever" / "ranker.json"
@@ -52,23 +69,6 @@ def load(path: Path) -> list[dict]:
         r["x"] = np.array(r["x"], dtype=np.float64).reshape(len(r["y"]), -1)
         r["y"] = np.array(r["y"], dtype=np.float64)
     return rows
-
-
-def first_rank(scores: np.ndarray, y: np.ndarray) -> int | None:
-    """1-based rank of the first positive when candidates are ordered by score."""
-    order = np.argsort(-scores, kind="stable")
-    hits = np.nonzero(y[order] > 0)[0]
-    return int(hits[0]) + 1 if len(hits) else None
-
-
-def metrics(ranks: list[int | None]) -> dict[str, float]:
-    """R@1, R@5 and MRR@10 of first-hit ranks."""
-    n = len(ranks) or 1
-    return {
-        "R@1": sum(r == 1 for r in ranks) / n,
-        "R@5": sum(r is not None and r <= 5 for r in ranks) / n,
-        "MRR@10": sum(1 / r for r in ranks if r is not None and r <= 10) / n,
-    }
 
 
 def stack(rows: list[dict], doc_weight: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -232,10 +232,139 @@ def adapt_to_own_docs(rows: list[dict], docs: list[dict]) -> None:
         print(_row(weight, per))
 
 
+ISSUE_44_FEATURES = ("body_coverage", "declaration", "declaration_asked")
+"""The features issue 44 added: the table's linear and tree rows before its last go without
+them, as they were measured before the three existed."""
+
+POINTWISE_L2 = (0.1, 1.0, 10.0)
+"""L2 strengths of the pointwise rows."""
+
+TREES = BOOSTED[1]
+"""The trees' row: depth 3, 200 iterations (``--compare-models``'s second setting)."""
+
+
+def only(rows: list[Row], names: tuple[str, ...]) -> list[Row]:
+    """The rows with only the named features' columns, in that order."""
+    cols = [FEATURES.index(n) for n in names]
+    return [replace(r, x=r.x[:, cols]) for r in rows]
+
+
+def shipped_ranker(path: Path) -> tuple[Ranker, tuple[str, ...], frozenset[str], str]:
+    """The ranker at ``path``, the features it names, the code bases it was trained on and a
+    label; one of this version's features loads through ``learned.load`` (checked against its
+    card), one of an earlier version's is read as it stands and scores its own columns."""
+    raw = json.loads(path.read_text("utf-8"))
+    names = tuple(raw["features"])
+    if names == FEATURES:
+        model = learned.load(str(path))
+    else:
+        model = Ranker(
+            np.array(raw["mean"]), np.array(raw["scale"]), np.array(raw["weights"]), raw["bias"]
+        )
+    meta = raw["trained_on"]
+    seen = frozenset(c.removesuffix("-nodoc") for c in meta["questions"])
+    label = (
+        f"{relative(path)}: {meta['loss']}, L2 {meta['l2']}, {len(names)} features, fitted on "
+        f"{meta['split']} ({sum(meta['questions'].values())} questions)"
+    )
+    return model, names, seen, label
+
+
+def _linear(l2: float, loss: str) -> Callable[[list[Row]], Scorer]:
+    """Fitting the learned ranker as ``coderag_training.fit.ranker`` does, with this setting."""
+
+    def fit_on(rows: list[Row]) -> Scorer:
+        return fit_rows(rows, l2, loss).score
+
+    return fit_on
+
+
+def _trees(rows: list[Row]) -> Scorer:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    x, y = np.vstack([r.x for r in rows]), np.concatenate([r.y for r in rows])
+    model = HistGradientBoostingClassifier(**TREES, random_state=0).fit(x, y)
+    return lambda z: model.predict_proba(z)[:, 1]
+
+
+def folds_table(paths: list[Path], folds: int, rankers: list[Path]) -> None:
+    """The cross-validated table of docs/BENCHMARKS.md: ``folds`` folds grouped by code base
+    (each question scored by a fit that never saw its code base), R@1 / R@5 / MRR@10 on the
+    written and the tuning questions apart, for the fused order, the shipped ranker (in sample
+    where it saw the code base), pointwise and listwise fits and trees."""
+    started = time.perf_counter()
+    rows = load_rows(paths)
+    if rows and rows[0].x.shape[1] != len(FEATURES):
+        raise SystemExit(f"rows of {rows[0].x.shape[1]} features; this version has {len(FEATURES)}")
+    split = splits()
+    groups = {
+        "written": [i for i, r in enumerate(rows) if split.get(r.home, WRITTEN) == WRITTEN],
+        "tuning": [i for i, r in enumerate(rows) if split.get(r.home, "").startswith("tune")],
+    }
+    before = tuple(f for f in FEATURES if f not in ISSUE_44_FEATURES)
+    out: list[str] = []
+
+    def put(label: str, ranks: list[int | None], seen: frozenset[str] = frozenset()) -> None:
+        cells = []
+        for held in groups.values():
+            inside = sum(rows[i].home in seen for i in held)
+            note = "" if not inside else f" (in sample: {inside} of {len(held)})"
+            cells.append(_fmt([ranks[i] for i in held]) + note)
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+        print(f"{label}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+
+    # the candidates come in the fused order: the first gold's place in the list
+    put("fused order (no ranker)", [first_rank(-np.arange(len(r.y)), r.y) for r in rows])
+    for path in rankers:
+        model, names, seen, label = shipped_ranker(path)
+        mine = only(rows, names)
+        put(f"shipped ranker ({label})", [first_rank(model.score(r.x), r.y) for r in mine], seen)
+    old = only(rows, before)
+    n = f"{len(before)} features (without {', '.join(ISSUE_44_FEATURES)})"
+    for l2 in POINTWISE_L2:
+        put(f"pointwise, L2 {l2}, {n}", held_out_ranks(old, _linear(l2, "pointwise"), folds))
+    put(f"listwise, L2 1.0, {n}", held_out_ranks(old, _linear(1.0, "listwise"), folds))
+    depth, iters = TREES["max_depth"], TREES["max_iter"]
+    put(
+        f"gradient-boosted trees (depth {depth}, {iters} iterations), {n}",
+        held_out_ranks(old, _trees, folds),
+    )
+    put(
+        f"listwise, L2 10.0, all {len(FEATURES)} features (the shipped recipe)",
+        held_out_ranks(rows, _linear(10.0, "listwise"), folds),
+    )
+    files = " ".join(relative(p) for p in paths)
+    extra = "" if rankers == [SHIPPED] else "".join(f" --shipped {relative(p)}" for p in rankers)
+    print(f"python -m bench.ranker_study {files} --folds {folds}{extra}\n")
+    print(
+        f"{folds} folds grouped by code base; R@1 / R@5 / MRR@10; "
+        f"{time.perf_counter() - started:.0f} s\n"
+    )
+    sizes = {k: len(v) for k, v in groups.items()}
+    print(f"| ranker | written ({sizes['written']}) | tuning ({sizes['tuning']}) |")
+    print("| --- | --- | --- |")
+    print("\n".join(out))
+
+
 def main() -> int:
-    """Cross-validate, fit on everything, write the ranker."""
+    """Run the study named on the command line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("features", type=Path)
+    ap.add_argument("features", type=Path, nargs="+", help="--dump-features files")
+    ap.add_argument(
+        "--folds",
+        type=int,
+        metavar="N",
+        help="instead: N-fold cross-validation grouped by code base, written and tuning "
+        "questions apart (docs/BENCHMARKS.md's table of rankers)",
+    )
+    ap.add_argument(
+        "--shipped",
+        type=Path,
+        action="append",
+        metavar="RANKER_JSON",
+        help="with --folds: score this ranker file instead of the shipped one (repeatable; an "
+        "earlier version's scores the features it names)",
+    )
     ap.add_argument(
         "--compare-shipped",
         action="store_true",
@@ -265,7 +394,10 @@ def main() -> int:
         help="with --compare-models: the weight of generated questions' rows (0: left out)",
     )
     args = ap.parse_args()
-    rows = [r for r in load(args.features) if len(r["y"])]
+    if args.folds:
+        folds_table(args.features, args.folds, args.shipped or [SHIPPED])
+        return 0
+    rows = [r for path in args.features for r in load(path) if len(r["y"])]
     if args.compare_models:
         compare_models(rows, args.doc_weight)
         return 0

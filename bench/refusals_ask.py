@@ -17,7 +17,6 @@ import argparse
 import collections
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,38 +26,15 @@ import httpx
 
 from bench.fetch import corpus_root, load_corpora
 from bench.refusals import QUESTIONS, read_jsonl
-from harness.procs import free_port
+from harness.serve import serving
 
 
-def _serve(data: Path, roots: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
+def _env(data: Path, roots: str) -> dict[str, str]:
+    """This process's environment without its coderag settings, with a throwaway data
+    directory and the code bases' folders as the only repository roots."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CODERAG_")}
     env.update(CODERAG_DATA_DIR=str(data), CODERAG_REPO_ROOTS=roots)
-    log = (data.parent / "serve.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "coderag_app.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise SystemExit("the server did not come up")
+    return env
 
 
 def main(argv: list[str]) -> int:
@@ -69,38 +45,39 @@ def main(argv: list[str]) -> int:
     entries = load_corpora(Path(__file__).parent / "written" / "harmless.json")
     roots = {e["name"]: corpus_root(e["name"]) for e in entries}
     with tempfile.TemporaryDirectory() as tmp:
-        proc, base = _serve(Path(tmp) / "data", ",".join(str(r) for r in roots.values()))
-        try:
-            with httpx.Client(base_url=base, timeout=300) as http:
-                for name, root in roots.items():
-                    r = http.post("/repos", json={"name": name, "path": str(root)})
-                    assert r.status_code == 202, r.text
-                deadline = time.monotonic() + args.wait_complete
-                for name in roots:
-                    while True:
-                        state = http.get(f"/repos/{name}").json()
-                        assert state["status"] != "error", state
-                        if state["status"] == "ready" and (
-                            state["complete"] or time.monotonic() > deadline
-                        ):
-                            break
-                        time.sleep(1)
-                    print(f"{name}: {state['units']} units, complete {state['complete']}")
-                harmless = [
-                    (p.stem, row)
-                    for p in sorted((QUESTIONS / "harmless").glob("h_*.jsonl"))
-                    for row in read_jsonl(p)
-                ]
-                requests = read_jsonl(QUESTIONS / "harmless" / "unsafe.jsonl")
-                unsafe = [(row["corpus"], row) for row in requests]
-                out: dict[str, list[tuple[str, dict]]] = {"harmless": [], "unsafe": []}
-                for label, rows in (("harmless", harmless), ("unsafe", unsafe)):
-                    for repo, row in rows:
-                        body = http.post("/ask", json={"query": row["query"], "repo": repo}).json()
-                        out[label].append((row["lang"], body))
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+        data = Path(tmp) / "data"
+        env = _env(data, ",".join(str(r) for r in roots.values()))
+        # its log lies beside the data directory and goes with it
+        with (
+            serving(env, log=data.parent / "serve.log", cwd=None, timeout=300) as server,
+            httpx.Client(base_url=server.base, timeout=300) as http,
+        ):
+            for name, root in roots.items():
+                r = http.post("/repos", json={"name": name, "path": str(root)})
+                assert r.status_code == 202, r.text
+            deadline = time.monotonic() + args.wait_complete
+            for name in roots:
+                while True:
+                    state = http.get(f"/repos/{name}").json()
+                    assert state["status"] != "error", state
+                    if state["status"] == "ready" and (
+                        state["complete"] or time.monotonic() > deadline
+                    ):
+                        break
+                    time.sleep(1)
+                print(f"{name}: {state['units']} units, complete {state['complete']}")
+            harmless = [
+                (p.stem, row)
+                for p in sorted((QUESTIONS / "harmless").glob("h_*.jsonl"))
+                for row in read_jsonl(p)
+            ]
+            requests = read_jsonl(QUESTIONS / "harmless" / "unsafe.jsonl")
+            unsafe = [(row["corpus"], row) for row in requests]
+            out: dict[str, list[tuple[str, dict]]] = {"harmless": [], "unsafe": []}
+            for label, rows in (("harmless", harmless), ("unsafe", unsafe)):
+                for repo, row in rows:
+                    body = http.post("/ask", json={"query": row["query"], "repo": repo}).json()
+                    out[label].append((row["lang"], body))
     print("| set | lang | n | refused | reasons |")
     print("| --- | --- | --- | --- | --- |")
     for label, answers in out.items():

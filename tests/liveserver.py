@@ -1,11 +1,9 @@
 """A real ``coderag serve`` (uvicorn) in a subprocess on a free loopback port, for the browser and
-MCP tests."""
+MCP tests: a thin layer over ``harness.serve`` with the tests' environment."""
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -14,15 +12,10 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-"""The repository root (the subprocess runs from it)."""
+from harness.procs import free_port
+from harness.serve import ROOT, serving
 
-
-def free_port() -> int:
-    """A loopback port nobody listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["ROOT", "child_env", "free_port", "live_server", "wait_complete"]
 
 
 def child_env(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -43,46 +36,10 @@ def live_server(
     """Start the all-in-one server (``cli``: more arguments of ``coderag serve``); yields its
     base URL; stops it on exit."""
     port = free_port()
-    log = open(data_dir.parent / f"server-{port}.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "coderag_app.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            *cli,
-        ],
-        cwd=ROOT,
-        env=child_env(data_dir, **extra),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited: {Path(log.name).read_text()[-3000:]}")
-            try:
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not answer /health in time")
-            time.sleep(0.2)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    log = data_dir.parent / f"server-{port}.log"
+    env = child_env(data_dir, **extra)
+    with serving(env, args=cli, log=log, port=port, timeout=timeout) as server:
+        yield server.base
 
 
 def wait_complete(client: httpx.Client, name: str, timeout: float = 600) -> dict:

@@ -3,10 +3,11 @@ the Host header, and a server that will not listen beyond loopback without token
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from coderag.settings import get_settings
 from coderag_app.server import create_app
-from tests.conftest import _free_port
+from harness.serve import Server, start_server, stop_server, wait_healthy
 
 ADMIN, READER, OLD = "Bearer admin-token-1", "Bearer reader-token-2", "Bearer old-token-3"
 
@@ -107,7 +108,6 @@ def test_roles(tokens: None, tmp_path: Path) -> None:
         for method, url in [
             ("POST", "/repos/svc/reindex"),
             ("DELETE", "/repos/svc"),
-            ("GET", "/audit/export.csv"),
         ]:
             r = client.request(method, url, headers=reader)
             assert r.status_code == 403, (url, r.text)
@@ -123,7 +123,15 @@ def test_roles(tokens: None, tmp_path: Path) -> None:
             assert client.get(url, headers=reader).status_code == 200, url
         assert client.get("/openapi.json", headers=reader).json()["paths"]["/repos"]
         assert client.get("/health").status_code == 200
-        assert client.get("/audit/export.csv", headers=admin).status_code == 200
+        # the audit export: a reader's own rows, an admin's every row
+        assert client.get("/audit/export.csv").status_code == 401
+        mine = client.get("/audit/export.csv", headers=reader)
+        everyone = client.get("/audit/export.csv", headers=admin)
+        assert mine.status_code == everyone.status_code == 200, (mine.text, everyone.text)
+        users = {row["user"] for row in csv.DictReader(io.StringIO(mine.text))}
+        assert users == {"bob"}, users
+        users = {row["user"] for row in csv.DictReader(io.StringIO(everyone.text))}
+        assert "bob" in users and len(users) > 1, users
         assert client.delete("/repos/svc", headers=admin).status_code == 204
 
 
@@ -184,39 +192,10 @@ def test_host_header_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
         assert client.get("/repos", headers={"Host": "localhost"}).status_code == 400
 
 
-def _serve(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, int]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "coderag_app.cli", "serve", "--port", str(port), *args],
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    return proc, port
-
-
-def _wait_health(proc: subprocess.Popen, port: int, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited: {proc.stdout.read() if proc.stdout else ''}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=30).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    raise AssertionError("server did not come up")
-
-
-def _stop(proc: subprocess.Popen) -> str:
-    proc.terminate()
-    try:
-        out, _ = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-    return out or ""
+def _serve(args: list[str], env: dict[str, str]) -> Server:
+    """``coderag serve ARGS`` (``--host`` only as ARGS say) with this environment and ``env``,
+    its output unbuffered to a pipe the test reads."""
+    return start_server({**os.environ, **env}, args=args, host=None, cwd=None, unbuffered=True)
 
 
 def test_serve_index_allows_that_folder(tmp_path: Path) -> None:
@@ -226,35 +205,35 @@ def test_serve_index_allows_that_folder(tmp_path: Path) -> None:
     (tmp_path / "other").mkdir()
     env = {"CODERAG_EMBED_MODEL_2": "", "CODERAG_ALLOWED_HOSTS": "127.0.0.1"}
     env["CODERAG_REPO_ROOTS"] = ""  # only what --index adds
-    proc, port = _serve(["--service", "parser", "--index", str(project)], env)
+    server = _serve(["--service", "parser", "--index", str(project)], env)
     try:
-        _wait_health(proc, port)
+        wait_healthy(server, timeout=240)
         # a generous timeout: the server is indexing the folder in the background meanwhile
-        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
+        http = httpx.Client(base_url=server.base, timeout=120)
         r = http.post("/repos", json={"name": "sub", "path": str(project / "sub")})
         assert r.status_code == 202, r.text
         r = http.post("/repos", json={"name": "o", "path": str(tmp_path / "other")})
         assert r.status_code == 403, r.text
         assert http.get("/repos/project").json()["name"] == "project"
     finally:
-        _stop(proc)
+        stop_server(server)
 
 
 @pytest.mark.slow
 def test_all_in_one_beyond_loopback_makes_and_prints_a_token() -> None:
     env = {"CODERAG_EMBED_MODEL_2": "", "CODERAG_API_TOKENS": ""}
-    proc, port = _serve(["--host", "0.0.0.0"], env)
+    server = _serve(["--host", "0.0.0.0"], env)
     try:
-        assert proc.stdout is not None
+        assert server.proc.stdout is not None
         token = ""
-        for line in proc.stdout:
+        for line in server.proc.stdout:
             if "Authorization: Bearer " in line:
                 token = line.split("Bearer ", 1)[1].strip()
                 break
         assert len(token) >= 20
-        _wait_health(proc, port)
-        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
+        wait_healthy(server, timeout=240)
+        http = httpx.Client(base_url=server.base, timeout=120)
         assert http.get("/repos").status_code == 401
         assert http.get("/repos", headers={"Authorization": f"Bearer {token}"}).json() == []
     finally:
-        _stop(proc)
+        stop_server(server)

@@ -206,6 +206,37 @@ def test_git_output_never_reaches_a_reader(client: TestClient, places: tuple[Pat
         assert r.status_code == 409 and gitsafe.GIT_FAILED in r.json()["detail"], r.text
 
 
+def test_git_output_reaches_an_admin_token_only(
+    places: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    roots, _ = places
+    secret_file = roots / "notes" / "private.txt"
+    secret_file.parent.mkdir()
+    secret_file.write_text(f"{LEAK}\n")
+    root = roots / "packed"
+    make_repo(root, {"m.py": "def m():\n    return 2\n"})
+    (root / ".git" / "refs" / "heads" / "main").unlink()
+    (root / ".git" / "packed-refs").symlink_to(secret_file)
+    monkeypatch.setenv("CODERAG_API_TOKENS", "ada:admin-token:admin,bob:reader-token:reader")
+    get_settings.cache_clear()
+    admin = {"Authorization": "Bearer admin-token"}
+    reader = {"Authorization": "Bearer reader-token"}
+    with TestClient(create_app(), headers=admin) as client:
+        r = client.post("/repos", json={"name": "packed", "path": str(root)})
+        assert r.status_code == 202, r.text
+        assert wait_ready(client, "packed", timeout=600)["status"] == "error"
+        for path in ("/repos/packed", "/repos"):
+            shown = client.get(path, headers=reader)
+            assert shown.status_code == 200 and LEAK not in shown.text, shown.text
+            told = client.get(path, headers=admin).json()
+            state = told if path == "/repos/packed" else told[0]
+            assert state["error"].endswith(gitsafe.GIT_FAILED), state
+            # the admin reads what git said, as the server's log has it
+            assert state["error_detail"] and "packed-refs" in state["error_detail"], state
+            assert gitsafe.GIT_FAILED not in state["error_detail"], state
+        assert client.get("/repos/packed", headers=reader).json()["error_detail"] is None
+
+
 def _refused_quickly(client: TestClient, root: Path, name: str) -> None:
     """Registering ``root`` answers 403 within seconds (a FIFO read would block for ever)."""
     answer: list = []

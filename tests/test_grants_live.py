@@ -7,6 +7,8 @@ grants file is edited under the running server and the change takes effect at on
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -306,6 +308,13 @@ def test_every_route_keeps_each_team_to_its_repositories(server: Server, who: st
         assert models == [f"coderag/{team.own}", f"coderag/{team.own}@{REF}"]
         metrics = _send(http, {"url": "/metrics"}, team.token).text
         assert f'coderag_repo_units{{repo="{team.own}"}}' in metrics
+        # the reader's audit export: their own requests about what they may read, no other's
+        export = _send(http, {"url": "/audit/export.csv"}, team.token)
+        assert export.status_code == 200, export.text
+        rows = list(csv.DictReader(io.StringIO(export.text)))
+        assert rows and {r["user"] for r in rows} == {who}, {r["user"] for r in rows}
+        assert {r["repo"].split("@")[0] for r in rows} <= {team.own, ""}, rows[:3]
+        assert any(r["repo"] == team.own and r["endpoint"] == "ask" for r in rows)
 
 
 def test_admins_see_everything_and_ungranted_readers_nothing(server: Server) -> None:

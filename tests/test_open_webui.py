@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.serve import wait_http_ok
 from tests.liveserver import ROOT, free_port, live_server, wait_complete
 from tests.test_llm_client import (
     ADMIN,
@@ -173,18 +174,8 @@ def open_webui(workdir: Path, api_base: str, key: str) -> Iterator[str]:
             start_new_session=True,
         )
         try:
-            deadline = time.monotonic() + 300
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"Open WebUI exited: {log_path.read_text()[-3000:]}")
-                try:
-                    if httpx.get(url + "/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"Open WebUI not up in time: {log_path.read_text()[-3000:]}")
-                time.sleep(0.5)
+            tail = lambda: log_path.read_text()[-3000:]  # noqa: E731
+            wait_http_ok(proc, url + "/health", tail, 300, "Open WebUI", interval=0.5)
             yield url
         finally:
             os.killpg(proc.pid, signal.SIGTERM)

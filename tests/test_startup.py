@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,41 +15,13 @@ import httpx
 import pytest
 
 from coderag.store import get_catalog, reset_stores
+from harness.serve import start_server, stop_server
 from tests.conftest import parse
-from tests.liveserver import ROOT, child_env, free_port
+from tests.liveserver import child_env
 
 pytestmark = pytest.mark.slow
 
 QUESTION = "How is an order created?"
-
-
-def _serve(data_dir: Path, log: Path, **extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "coderag_app.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        cwd=ROOT,
-        env=child_env(data_dir, **extra),
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    return proc, f"http://127.0.0.1:{port}"
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 def _line(log: list[str], words: str) -> int:
@@ -69,7 +39,9 @@ def test_the_port_answers_while_the_models_load_then_the_server_is_warm(
     parse("sample")
     reset_stores()
     log = tmp_path / "serve.log"
-    proc, base = _serve(data_dir, log)
+    # started, not waited on: the test watches /health answer "loading" before it is healthy
+    server = start_server(child_env(data_dir), log=log)
+    proc, base = server.proc, server.base
     seen: list[tuple[int, dict]] = []
     while_loading: dict[str, httpx.Response] = {}
     try:
@@ -99,7 +71,7 @@ def test_the_port_answers_while_the_models_load_then_the_server_is_warm(
             first_ask = http.post("/ask", json={"query": QUESTION, "repo": "sample"})
             audit = http.get("/audit/export.csv").text
     finally:
-        _stop(proc)
+        stop_server(server)
     text = log.read_text(errors="replace")
     lines = text.splitlines()
 
@@ -133,11 +105,12 @@ def test_the_port_answers_while_the_models_load_then_the_server_is_warm(
 
 def test_a_start_that_fails_exits_with_the_error(data_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
-    proc, _ = _serve(data_dir, log, CODERAG_EMBED_MODEL=str(tmp_path / "no-such-model"))
+    env = child_env(data_dir, CODERAG_EMBED_MODEL=str(tmp_path / "no-such-model"))
+    server = start_server(env, log=log)
     try:
-        assert proc.wait(300) == 2
+        assert server.proc.wait(300) == 2
     finally:
-        _stop(proc)
+        stop_server(server)
     text = log.read_text(errors="replace")
     assert "loading the encoders" in text and "failed" in text, text[-3000:]
     assert "error: encoder directory" in text and "no-such-model" in text, text[-3000:]

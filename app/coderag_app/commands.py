@@ -31,7 +31,11 @@ def cmd_repos(args: argparse.Namespace) -> int:
         f"{r.skipped:>5} skipped  {(r.commit or '-')[:12]}  {r.path or r.url or ''}"
         for r in repos
     ]
-    _emit(args, [repo_out(r).model_dump() for r in repos], lines or ["no repositories"])
+    _emit(
+        args,
+        [repo_out(r, git_detail=True).model_dump() for r in repos],
+        lines or ["no repositories"],
+    )
     return 0
 
 
@@ -56,9 +60,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     repo = catalog.get_repo(args.name)
     line = (
         f"{repo.name}: {repo.status}, {repo.files} files, {repo.units} units, "
-        f"commit {repo.commit or '-'}" + (f", error: {repo.error}" if repo.error else "")
+        f"commit {repo.commit or '-'}"
+        + (f", error: {repo.error_detail or repo.error}" if repo.error else "")
     )
-    _emit(args, repo_out(repo).model_dump(), [line])
+    _emit(args, repo_out(repo, git_detail=True).model_dump(), [line])
     return 0 if repo.status == "ready" else 1
 
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from coderag import audit, auth
-from coderag.deps import AdminDep, CatalogDep, SettingsDep, current_principal
+from coderag.deps import CatalogDep, PrincipalDep, SettingsDep, current_principal
 from coderag.errors import Unauthorized
 from coderag.responses import errors
 from coderag.settings import Settings
@@ -71,7 +71,7 @@ def _dependencies(settings: Settings, catalog: Catalog) -> dict[str, str]:
 )
 def export_audit(
     catalog: CatalogDep,
-    _user: AdminDep,
+    caller: PrincipalDep,
     since: str | None = Query(
         None, description="ISO 8601, inclusive", json_schema_extra={"format": "date-time"}
     ),
@@ -79,12 +79,13 @@ def export_audit(
         None, description="ISO 8601, exclusive", json_schema_extra={"format": "date-time"}
     ),
 ) -> StreamingResponse:
-    """The audit log as CSV, optionally between two times (admin)."""
+    """The audit log as CSV, optionally between two times: every row for an admin, a reader's
+    own rows about the repositories they may read for a reader."""
     audit.parse_time(since, "since")
     audit.parse_time(until, "until")
     catalog.ping()  # a database that is down is a 503 here, not a 200 cut short
     return StreamingResponse(
-        audit.export_csv(catalog, since, until),
+        audit.export_csv(catalog, since, until, None if caller.may("admin") else caller),
         media_type="text/csv",
         headers={"Content-Disposition": 'attachment; filename="coderag-audit.csv"'},
     )

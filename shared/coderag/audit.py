@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from coderag import auth
+from coderag.auth import Principal
 from coderag.errors import InvalidInput
 from coderag.store import Catalog, audit_log
 
@@ -141,6 +143,12 @@ def write(catalog: Catalog, row: AuditRow) -> None:
         observe(row.endpoint, row.status, row.response_ms)
 
 
+def grant_key(logged: str) -> str:
+    """The grants key of a logged repository (``name`` or ``name@ref``: a ref is read with its
+    repository's grant)."""
+    return logged.split(auth.REF_SEPARATOR, 1)[0]
+
+
 def parse_time(value: str | None, name: str) -> str | None:
     """Normalise an ISO 8601 bound to the log's UTC format; InvalidInput if unparseable."""
     if value is None:
@@ -159,14 +167,21 @@ def parse_time(value: str | None, name: str) -> str | None:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def export_csv(catalog: Catalog, since: str | None, until: str | None) -> Iterator[str]:
-    """CSV text of the rows with since <= ts < until, header first."""
+def export_csv(
+    catalog: Catalog, since: str | None, until: str | None, reader: Principal | None = None
+) -> Iterator[str]:
+    """CSV text of the rows with since <= ts < until, header first: every row, or given a
+    ``reader`` (not an admin), that reader's own rows about repositories they may still read
+    (a row without a repository, such as a refused token, is theirs to see)."""
     lo, hi = parse_time(since, "since"), parse_time(until, "until")
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(CSV_COLUMNS)
     yield buf.getvalue()
-    for row in catalog.audit_log.rows(CSV_COLUMNS, lo, hi):
+    user = reader.user if reader is not None else None
+    for row in catalog.audit_log.rows(CSV_COLUMNS, lo, hi, user):
+        if reader is not None and row["repo"] and not reader.may_read(grant_key(row["repo"])):
+            continue
         buf.seek(0)
         buf.truncate()
         writer.writerow([safe_cell(row[c]) for c in CSV_COLUMNS])

@@ -65,6 +65,16 @@ def require_admin(principal: PrincipalDep) -> str:
     return principal.user
 
 
+def shows_git_detail(principal: PrincipalDep, settings: SettingsDep) -> bool:
+    """Whether this caller is shown git's own output on a failed index: an admin who gave an
+    admin token. Without tokens anyone who reaches the port is an admin, so nobody is: the
+    detail stays in the server's log (and ``coderag status``)."""
+    return bool(settings.principals()) and principal.may("admin")
+
+
+GitDetailDep = Annotated[bool, Depends(shows_git_detail)]
+"""Whether the caller may read git's own words in a repository's error."""
+
 UserDep = Annotated[str, Depends(current_user)]
 """The authenticated user name written to the audit log (any role)."""
 

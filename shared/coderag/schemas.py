@@ -170,6 +170,11 @@ class RepoOut(BaseModel):
     )
     indexed_at: str | None = None
     error: str | None = None
+    error_detail: str | None = Field(
+        None,
+        description="Admins only: the whole error when `error` stands in for git's own output "
+        "(which can quote a file the repository links to and names the server's paths).",
+    )
     progress: str | None = None
     complete: bool = Field(
         False,
@@ -213,6 +218,11 @@ class RefOut(BaseModel):
     skipped: int = 0
     indexed_at: str | None = None
     error: str | None = None
+    error_detail: str | None = Field(
+        None,
+        description="Admins only: the whole error when `error` stands in for git's own output "
+        "(which can quote a file the repository links to and names the server's paths).",
+    )
     progress: str | None = None
     complete: bool = False
     stages: dict[str, StageProgress] = Field(default_factory=dict)

@@ -10,7 +10,14 @@ from fastapi import APIRouter, FastAPI, Response
 from pydantic import BaseModel
 
 from coderag import redact
-from coderag.deps import AdminDep, CatalogDep, RepoNameDep, SettingsDep, UserDep, valid_name
+from coderag.deps import (
+    AdminDep,
+    CatalogDep,
+    GitDetailDep,
+    RepoNameDep,
+    SettingsDep,
+    valid_name,
+)
 from coderag.errors import Conflict, Unavailable
 from coderag.jobs import IndexRepo
 from coderag.queue import enqueue, heal
@@ -67,15 +74,15 @@ def create_repo(
 
 
 @router.get("/repos")
-def list_repos(catalog: CatalogDep, _user: UserDep) -> list[RepoOut]:
+def list_repos(catalog: CatalogDep, detail: GitDetailDep) -> list[RepoOut]:
     """Every repository, each with its refs."""
-    return states.listed(catalog.list_repos())
+    return states.listed(catalog.list_repos(), git_detail=detail)
 
 
 @router.get("/repos/{name}", responses=errors(400, 404))
-def get_repo(name: RepoNameDep, catalog: CatalogDep, _user: UserDep) -> RepoOut:
-    """One repository's state, with its refs."""
-    return states.repo_out(catalog.get_repo(name), refs.of(catalog, name))
+def get_repo(name: RepoNameDep, catalog: CatalogDep, detail: GitDetailDep) -> RepoOut:
+    """One repository's state, with its refs (to an admin: with git's own words on a failure)."""
+    return states.repo_out(catalog.get_repo(name), refs.of(catalog, name), git_detail=detail)
 
 
 @router.post("/repos/{name}/reindex", status_code=202, responses=errors(400, 403, 404, 409, 503))

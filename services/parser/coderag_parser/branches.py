@@ -12,7 +12,7 @@ import git
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from coderag.deps import AdminDep, CatalogDep, RepoNameDep, SettingsDep, UserDep
+from coderag.deps import AdminDep, CatalogDep, GitDetailDep, RepoNameDep, SettingsDep
 from coderag.errors import Conflict, InvalidInput, NotFound, Unavailable
 from coderag.jobs import IndexRepo
 from coderag.queue import enqueue
@@ -127,19 +127,19 @@ def add_ref(
 
 
 @router.get("/repos/{name}/refs", responses=errors(400, 404))
-def list_refs(name: RepoNameDep, catalog: CatalogDep, _user: UserDep) -> list[RefOut]:
+def list_refs(name: RepoNameDep, catalog: CatalogDep, detail: GitDetailDep) -> list[RefOut]:
     """The branches and tags indexed beside the repository's own branch."""
     catalog.get_repo(name)
-    return [states.ref_out(r) for r in refs.of(catalog, name)]
+    return [states.ref_out(r, git_detail=detail) for r in refs.of(catalog, name)]
 
 
 @router.get("/repos/{name}/refs/{ref:path}", responses=errors(400, 404))
-def get_ref(name: RepoNameDep, ref: str, catalog: CatalogDep, _user: UserDep) -> RefOut:
+def get_ref(name: RepoNameDep, ref: str, catalog: CatalogDep, detail: GitDetailDep) -> RefOut:
     """One ref's indexing state."""
     key = refs.resolve(catalog, name, ref)
     if key == name:
         raise InvalidInput(f"{ref!r} is the branch repository {name!r} indexes: GET /repos/{name}")
-    return states.ref_out(catalog.get_repo(key))
+    return states.ref_out(catalog.get_repo(key), git_detail=detail)
 
 
 @router.delete(

@@ -51,12 +51,19 @@ class AuditLog:
         self._db.write(lambda conn: conn.execute(sql, params))
 
     def rows(
-        self, columns: Sequence[str], since: str | None, until: str | None
+        self,
+        columns: Sequence[str],
+        since: str | None,
+        until: str | None,
+        user: str | None = None,
     ) -> list[dict[str, Any]]:
-        """The rows with since <= ts < until (either bound may be absent), oldest first, each
-        as its ``columns`` by name."""
+        """The rows with since <= ts < until (either bound may be absent) and, given ``user``,
+        that user's only, oldest first, each as its ``columns`` by name."""
         sql = f"SELECT {', '.join(quoted(c) for c in columns)} FROM audit WHERE 1=1"
         params: dict[str, str] = {}
+        if user is not None:
+            sql += ' AND "user" = :user'
+            params["user"] = user
         if since:
             sql += " AND ts >= :since"
             params["since"] = since

@@ -55,6 +55,9 @@ class Repo:
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     indexed_at: str | None = None
     error: str | None = None
+    """Why the last index failed, as any reader may see it (``gitsafe.public_error``)."""
+    error_detail: str | None = None
+    """The whole error when ``error`` hides git's own output: for admins only."""
     progress: str | None = None
     complete: bool = False
     stages: dict[str, SpaceProgress] = field(default_factory=dict)
@@ -80,6 +83,7 @@ def repo_from_row(row: Row) -> Repo:
     state: dict[str, Any] = json.loads(row["stages"] or "{}")
     raw = row["complete"]
     complete = row["status"] == "ready" if raw is None else bool(raw)
+    shown = gitsafe.public_error(row["error"])
     return Repo(
         name=row["name"],
         status=row["status"],
@@ -92,7 +96,8 @@ def repo_from_row(row: Row) -> Repo:
         skipped=row["skipped"],
         skipped_by_reason=json.loads(row["skipped_reasons"] or "{}"),
         indexed_at=row["indexed_at"],
-        error=gitsafe.public_error(row["error"]),
+        error=shown,
+        error_detail=row["error"] if shown != row["error"] else None,
         progress=row["progress"],
         complete=complete,
         stages={}
