@@ -193,7 +193,7 @@ def answer(case: Case, backend: Counting, settings: Settings) -> Outcome:
     declined = unsafe.declines(case.q["query"], settings, embedding.query_embedder(settings))
     found = RetrieveResponse(
         results=case.hits, took_ms=case.retrieve_ms, routes_missing=list(MISSING),
-        below_gate=judged.below, unsafe=declined, doubtful=judged.doubtful,
+        below_gate=judged.below, unsafe=declined, doubtful=judged.doubtful, weak=judged.weak,
     )  # fmt: skip
     events = answer_events(
         Question(case.q["query"]), found, backend=backend, settings=settings, file_lines=file_lines

@@ -91,7 +91,7 @@ def learned_verdicts(queries: list[str], before: Path | None = None) -> list[boo
     if model is None or not queries:
         return [False] * len(queries)
     vectors = np.asarray(embed_queries(model.space, queries), dtype=np.float64)
-    return [model.p_unsafe(v) >= model.threshold for v in vectors]
+    return [model.p_unsafe(v, q) >= model.threshold for v, q in zip(vectors, queries, strict=True)]
 
 
 def table(name: str, rows: list[dict]) -> list[str]:

@@ -11,7 +11,14 @@ import git
 import pytest
 
 from coderag.schemas import Unit
-from coderag_retriever.selfcheck import Question, first_sentence, is_trivial, sample, strip_docs
+from coderag_retriever.selfcheck import (
+    Question,
+    commit_questions,
+    first_sentence,
+    is_trivial,
+    sample,
+    strip_docs,
+)
 from tests.conftest import commit_all
 from tests.test_cli import coderag
 
@@ -79,20 +86,28 @@ def perimeter(width: float, height: float) -> float:
 '''
 
 
-def make_repo(root: Path) -> Path:
-    """A git repository whose commits and docstrings make the questions."""
+def commits(root: Path, *steps: tuple[dict[str, str], str]) -> git.Repo:
+    """A new git repository at ``root`` with one commit per step: its files written, its
+    message."""
     root.mkdir()
     repo = git.Repo.init(root)
-    (root / "shapes.py").write_text(SHAPES)
-    commit_all(repo, "Geometry helpers for rectangles and circles")
-    (root / "config.py").write_text(CONFIG)
-    commit_all(repo, "Parse the INI configuration file into sections")
-    (root / "notes.txt").write_text("release notes\n")
-    commit_all(repo, "fix")
-    (root / "client.py").write_text(RETRY)
-    commit_all(repo, "Exponential backoff for the retry delay of the client")
-    (root / "VERSION").write_text("1.2.3\n")
-    commit_all(repo, "Bump version to 1.2.3")
+    for files, message in steps:
+        for name, text in files.items():
+            (root / name).write_text(text)
+        commit_all(repo, message)
+    return repo
+
+
+def make_repo(root: Path) -> Path:
+    """A git repository whose commits and docstrings make the questions."""
+    commits(
+        root,
+        ({"shapes.py": SHAPES}, "Geometry helpers for rectangles and circles"),
+        ({"config.py": CONFIG}, "Parse the INI configuration file into sections"),
+        ({"notes.txt": "release notes\n"}, "fix"),
+        ({"client.py": RETRY}, "Exponential backoff for the retry delay of the client"),
+        ({"VERSION": "1.2.3\n"}, "Bump version to 1.2.3"),
+    )
     return root
 
 
@@ -121,6 +136,8 @@ def test_eval_through_its_process(tmp_path: Path, data_dir: Path) -> None:
             assert set(row[system]) == {"r_at_1", "r_at_5", "mrr_at_10"}
             assert all(0.0 <= v <= 1.0 for v in row[system].values())
     assert out["results"]["all"]["n"] == len(items)
+    assert "reference" in out
+    assert out["reference"] is None or out["reference"]["kinds"]["doc"]["code_bases"] >= 1
 
     backoff = queries["Exponential backoff for the retry delay of the client"]
     assert backoff["kind"] == "commit" and "client.py:6-8" in backoff["gold"]
@@ -138,6 +155,9 @@ def test_eval_through_its_process(tmp_path: Path, data_dir: Path) -> None:
         "self-check of team: 3 questions (1 from commit messages, 2 from doc"
     )
     assert "coderag R@1" in r.stdout and "vector routes not measured" in r.stdout
+    # the benchmark's figures (or the word that none shipped) stand beside this repository's
+    assert "pinned code bases" in r.stdout or "no reference shipped" in r.stdout
+    assert "no pinned reference" in r.stdout or "no reference shipped" in r.stdout
 
     r = coderag(data_dir, "eval", "nope")
     assert r.returncode == 2 and "no repository named 'nope'" in r.stderr
@@ -162,7 +182,15 @@ def test_trivial_subjects() -> None:
     assert first_sentence("Compute the retry delay. More.") == "Compute the retry delay."
 
 
-def _unit(file: str, start: int, text: str, doc: str = "", symbol: str = "f") -> Unit:
+def _unit(
+    file: str,
+    start: int,
+    text: str,
+    doc: str = "",
+    symbol: str = "f",
+    language: str = "python",
+    kind: str = "function",
+) -> Unit:
     end = start + text.count("\n")
     return Unit(
         repo="r",
@@ -170,8 +198,8 @@ def _unit(file: str, start: int, text: str, doc: str = "", symbol: str = "f") ->
         start_line=start,
         end_line=end,
         symbol=symbol,
-        kind="function",
-        language="python",
+        kind=kind,
+        language=language,
         doc=doc,
         text=text,
     )
@@ -201,3 +229,44 @@ def test_sample_halves_and_fills() -> None:
     assert sample(commits, docs, 8) == picked
     assert len(sample(commits, docs, 100)) == 13
     assert sum(q.kind == "commit" for q in sample(commits, docs * 10, 6)) == 3
+
+
+README = "# Shop\n\nSponsors of the shop are thanked here.\n"
+ORDERS = "def total(prices: list[float]) -> float:\n    return sum(prices)\n"
+
+
+def test_commit_questions_have_code_gold_only(tmp_path: Path) -> None:
+    root = tmp_path / "shop"
+    commits(
+        root,
+        ({"README.md": README}, "Add sponsorship page to the docs (#2877)"),
+        ({"orders.py": ORDERS}, "Sum the prices of an order's lines"),
+        (
+            {
+                "README.md": README + "\nThe total sums the prices.\n",
+                "orders.py": ORDERS.replace("sum(prices)", "float(sum(prices))"),
+            },
+            "Return the order total as a float everywhere",
+        ),
+    )
+    units = [
+        _unit(
+            "README.md", 1, README.rstrip("\n"), symbol="Shop", language="markdown", kind="section"
+        ),
+        _unit(
+            "README.md",
+            5,
+            "The total sums the prices.",
+            symbol="Shop",
+            language="markdown",
+            kind="section",
+        ),
+        _unit("orders.py", 1, ORDERS.rstrip("\n"), symbol="total"),
+    ]
+    questions = {q.query: q.gold for q in commit_questions(root, units)}
+    # a commit that only changed Markdown has no code to find: no question
+    assert "Add sponsorship page to the docs (#2877)" not in questions
+    # the code commit's gold is the code unit, and a mixed commit's gold leaves its docs out
+    assert questions["Return the order total as a float everywhere"] == [2]
+    assert questions["Sum the prices of an order's lines"] == [2]
+    assert len(questions) == 2

@@ -212,3 +212,36 @@ def test_the_learned_rule_alone_never_declines_a_trace_or_history_question(
             assert body["reason"] != "unsafe", (query, body)
         plain = client.post("/ask", json={"query": "Where is the refund code?", "repo": "auth"})
         assert plain.json()["reason"] == "unsafe", plain.json()
+
+
+@pytest.mark.slow
+def test_an_everyday_word_the_code_lacks_is_answered_with_doubt_not_refused(
+    server: str,
+) -> None:
+    """A platform the question names in passing (``Android``, ``Linux``) that no unit spells
+    does not refuse a question the code answers: the answer says first that the code
+    may not hold it; alternatives joined by a slash are found when one of them is; a missing
+    identifier still refuses, and no question whose term is missing is answered without the
+    doubt."""
+    doubt = prompts.load("doubt", "en")
+    for query in (
+        "How does the login handler check the password when the user signs in from Android?",
+        "Where is the password hash compared when the server runs on Linux?",
+    ):
+        body = _ask(server, query)
+        assert body["refused"] is False, (query, body)
+        assert body["doubtful"] is True and body["answer"].startswith(doubt), (query, body)
+    zh = _ask(server, "用户在 Android 上登录时，login 是怎么校验密码的？")
+    assert zh["refused"] is False and zh["doubtful"] is True, zh
+    assert zh["answer"].startswith(prompts.load("doubt", "zh")), zh
+    either = _ask(server, "Which function hashes the password with pbkdf2/scrypt?")
+    assert either["reason"] != refusal.ABSENT_TERM and not either["doubtful"], either
+    for query in (
+        "Where does the login handler call verify_totp_code?",
+        "Where is the login form's CSRF token checked?",
+    ):
+        named = _ask(server, query)
+        assert named["refused"] is True and named["reason"] == refusal.ABSENT_TERM, named
+    for query in ("Are sessions kept in Redis?", "会话是存在 Redis 里的吗？"):
+        body = _ask(server, query)
+        assert body["refused"] or body["doubtful"], (query, body)

@@ -4,6 +4,7 @@ class declares them, and ``coderag settings`` prints each one's environment vari
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 
 from coderag import spaces
 from coderag.settings import ENV_PREFIX, Settings
@@ -29,3 +30,13 @@ def test_the_embed_api_names_the_registered_spaces() -> None:
     literal = EmbedRequest.model_fields["space"].annotation
     assert typing.get_args(literal) == spaces.NAMES  # a Literal in the schema, kept in step
     assert EmbedRequest.model_fields["space"].default == spaces.MAIN
+
+
+def test_the_readme_lists_each_setting_as_coderag_settings_prints_it() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    shown = {line for line in readme.splitlines() if line.startswith(f"| `{ENV_PREFIX}")}
+    printed = {
+        line for line in markdown_table().splitlines() if line.startswith(f"| `{ENV_PREFIX}")
+    }
+    # the README is edited by hand: a setting whose text changed in one place only fails here
+    assert shown == printed, sorted(shown ^ printed)

@@ -379,16 +379,17 @@ def cmd_finetune_generator(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Self-check: questions from the repository's own commits and doc comments, scored as
-    R@1/R@5/MRR@10 for coderag and for BM25 over units."""
+    R@1/R@5/MRR@10 for coderag and for BM25 over units, beside the benchmark's own figures."""
     # imported here so that `coderag --help` and every other command start fast
     from coderag.deps import require_searchable
     from coderag.errors import InvalidInput
     from coderag.store import get_catalog
     from coderag_parser import trees
-    from coderag_retriever.selfscore import evaluate, render
+    from coderag_retriever.selfscore import evaluate, load_reference, render
 
     if args.limit < 1:
         raise InvalidInput("--limit must be at least 1")
+    reference = load_reference()  # before the search: a malformed file fails at once
     settings = get_settings()
     catalog = get_catalog()
     require_searchable(catalog.get_repo(args.name))
@@ -396,9 +397,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     root = trees.root(catalog, settings, args.name)  # this host's clone, made if it has none
     report = evaluate(args.name, root if root.is_dir() else None, args.limit, settings)
     if args.json:
-        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        print(json.dumps(report.to_json(reference), ensure_ascii=False, indent=2))
     else:
-        print(render(report))
+        print(render(report, reference))
     return 0
 
 

@@ -102,6 +102,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         (
             "score_gate",
             "refusal_rule",
+            "absent_term_floor",
             "unsafe_rule",
         ),
     ),

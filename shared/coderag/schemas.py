@@ -344,6 +344,12 @@ class RetrieveResponse(BaseModel):
         description="Not below the gate, but the refusal rule still doubts that the code holds "
         "the answer: /ask's answer says the code may not contain it.",
     )
+    weak: bool = Field(
+        True,
+        description="The hits are weak enough (the refusal rule's probability at least "
+        "CODERAG_ABSENT_TERM_FLOOR, or no learned rule read them) that a word of the question "
+        "none of them mentions refuses it; else /ask answers it with the doubt sentence first.",
+    )
 
 
 class AskRequest(BaseModel):

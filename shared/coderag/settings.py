@@ -53,7 +53,9 @@ class Settings(BaseSettings):
         None,
         description="The database of the catalog, audit log and sessions, e.g. "
         "`postgresql://user:password@host:5432/coderag` (PostgreSQL through psycopg 3); unset "
-        "means the SQLite file `data_dir/coderag.db`. Its schema is migrated on startup.",
+        "means the SQLite file `data_dir/coderag.db`. Its schema is migrated on startup. Tables "
+        "in a PostgreSQL schema other than `public`: add `?options=-csearch_path%3D<schema>` "
+        "(`copy-database` refuses a URL whose search path misses the catalog).",
     )
     redis_url: str | None = Field(
         None,
@@ -100,8 +102,9 @@ class Settings(BaseSettings):
     api_tokens: str = Field(
         "",
         description="Comma-separated `user:token:role` entries, role `admin` (may also register, "
-        "reindex and delete repositories and export the audit log) or `reader` (search, ask, "
-        "read repository state); the older `user:token` form means `admin`. When set every "
+        "reindex and delete repositories, exports every audit row and reads git's own words when "
+        "an index fails) or `reader` (search, ask, read repository state, export their own "
+        "audit rows); the older `user:token` form means `admin`. When set every "
         "endpoint but /health and webhooks (/docs and /openapi.json too) needs "
         "`Authorization: Bearer <token>`; a malformed value stops start-up.",
     )
@@ -251,12 +254,14 @@ class Settings(BaseSettings):
     ranker: Literal["learned", "fused"] = Field(
         "learned",
         description="`learned`: order the fused and expanded candidates by the shipped learned "
-        "ranker (`ranker.json`, trained on the tuning split by bench/train_ranker.py), which also "
-        "gives each hit a confidence; `fused`: keep the fusion's order.",
+        "ranker (`ranker.json`, fitted by `python -m coderag_training.fit.ranker` on the tuning "
+        "corpora and the written training questions), which also gives each hit a confidence; "
+        "`fused`: keep the fusion's order.",
     )
     ranker_path: str = Field(
         "",
-        description="A ranker JSON trained by bench/train_ranker.py; empty means the shipped one.",
+        description="A ranker JSON fitted by `python -m coderag_training.fit.ranker`; empty means "
+        "the shipped one.",
     )
     zh_vocab: bool = Field(
         True,
@@ -347,13 +352,25 @@ class Settings(BaseSettings):
         "cosine, the question's words in the hits), used with the packaged encoders when "
         "`CODERAG_SCORE_GATE` is unset; `gate`, the cosine score gate alone.",
     )
+    absent_term_floor: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="The learned refusal rule's probability that the code lacks the answer from "
+        "which a word the question names that no hit mentions (such as `Android`, `Linux` or "
+        "`Redis`) refuses the question; below it the question is answered with the doubt "
+        "sentence first. A missing identifier or acronym (`cloneDeep`, `io.Reader`, `YAML`) "
+        "refuses whatever the probability. Chosen on the tuning splits "
+        "(`python -m bench.refusal_policy`); 0 refuses on every missing word, as before issue 41.",
+    )
     unsafe_rule: Literal["learned", "rules"] = Field(
         "learned",
         description="How /ask declines requests to get around a security control or at a "
         "secret's value (G5): `learned`, the hand-written rules and the retriever's model of the "
-        "question's e5-small vector (fitted by `python -m coderag_training.fit.unsafe`; it reads "
-        "requests the rules were not written for, and declined about 1 in 100 ordinary code "
-        "questions of the benchmark); `rules`, the hand-written rules alone.",
+        "question's e5-small vector and its words (fitted by `python -m "
+        "coderag_training.fit.unsafe`; it reads requests the rules were not written for, never "
+        "declines alone a question that only describes the code, and declined 2 of 633 "
+        "questions of the frozen written split); `rules`, the hand-written rules alone.",
     )
 
     # Answers ----------------------------------------------------------------------------------

@@ -184,7 +184,7 @@ def _events(q: _Case) -> Generator[Event, None, Answer]:
     git = q.question.git
     if git is not None and git.units:
         return _from_history(q, git)
-    if not q.found.doubtful:
+    if not q.found.doubtful and not refusal.doubts(q.query, q.hits):
         return (yield from _from_model(q))
     # the rule still doubts the code holds it: the answer says so before what the code does
     note = prompts.load("doubt", q.lang)
@@ -214,7 +214,9 @@ def _by_rules(q: _Case) -> Answer | None:
     about_history = q.question.git is not None
     about = window.subject(q.query) if about_history else q.query
     searched = () if about_history else q.found.looked_for
-    verdict = verdict or refusal.gate(about, q.hits, q.lang, q.found.below_gate, searched)
+    verdict = verdict or refusal.gate(
+        about, q.hits, q.lang, q.found.below_gate, searched, q.found.weak
+    )
     if verdict is None:
         return None
     return Answer(

@@ -7,8 +7,11 @@
   (``clarify``, not refused);
 * out of scope: no hits, the retriever's verdict that the code probably does not hold the answer
   (``below_gate``: the learned refusal rule or the score gate; reason ``score_gate``), or a named
-  thing of the question (``YAML``, ``OAuth2``, ``503``) that none of
-  the retrieved code mentions (reason ``absent_term``) is refused without asking the model.
+  thing of the question that none of the retrieved code mentions (reason ``absent_term``) is
+  refused without asking the model: an identifier or acronym (``cloneDeep``, ``YAML``) always, a
+  word (``Android``, ``Redis``) only when the retriever finds the hits ``weak``; else the
+  answer says first that the code may not hold it (``doubts``): a wrong refusal costs more than
+  a doubtful answer (issue 41).
 
 The word lists and patterns are data: ``prompts/refusal_rules_<lang>.txt`` (TOML). Contradictory
 premises (seed 004 type C) are left to the model: rules cannot see what the code does.
@@ -398,29 +401,57 @@ def _alnum(text: str) -> str:
 def missing_terms(query: str, hits: Sequence[Hit]) -> list[str]:
     """Named terms of the question that no hit mentions in its code, path or symbol; a dotted
     or hyphenated term is present when each of its parts is, a part when it, its letters and
-    digits, its stem (a plural, a verb ending) or a close spelling of it is."""
+    digits, its stem (a plural, a verb ending) or a close spelling of it is; a slashed term
+    (``v3/v5``, ``BSD/macOS``, ``moveTo/copyTo``) names alternatives and is present when one of
+    them is (``HTTP/2``, a name and its version, stays one term)."""
     raw = "\n".join(f"{h.text or ''}\n{h.file}\n{h.symbol}" for h in hits)
     hay = raw.lower()
     hay_alnum = _alnum(hay)
     vocabulary: list[str] | None = None
     stems: set[str] | None = None
+
+    def present(part: str) -> bool:
+        nonlocal vocabulary, stems
+        low = part.lower()
+        if low in hay or (_alnum(low) and _alnum(low) in hay_alnum):
+            return True
+        if stem(low) in (stems := stems if stems is not None else words(raw)):
+            return True  # "tokens" for token, "Sessions" for sessionStore
+        if len(low) >= FUZZY_MIN_CHARS:
+            if vocabulary is None:
+                vocabulary = list(set(re.findall(r"\w+", hay)))
+            if get_close_matches(low, vocabulary, n=1, cutoff=FUZZY_CUTOFF):
+                return True
+        return False
+
     missing = []
     for term in named_terms(query):
-        parts = [p for p in re.split(r"[.\-]|\(\)", term) if len(p) >= 2] or [term]
-        for part in parts:
-            low = part.lower()
-            if low in hay or (_alnum(low) and _alnum(low) in hay_alnum):
-                continue
-            if stem(low) in (stems := stems if stems is not None else words(raw)):
-                continue  # "tokens" for token, "Sessions" for sessionStore
-            if len(low) >= FUZZY_MIN_CHARS:
-                if vocabulary is None:
-                    vocabulary = list(set(re.findall(r"\w+", hay)))
-                if get_close_matches(low, vocabulary, n=1, cutoff=FUZZY_CUTOFF):
-                    continue
+        options = term.split("/")
+        if len(options) < 2 or any(o.isdigit() or len(o) < 2 for o in options):
+            options = [term]
+        for option in options:
+            parts = [p for p in re.split(r"[.\-]|\(\)", option) if len(p) >= 2] or [option]
+            if all(present(part) for part in parts):
+                break
+        else:
             missing.append(term)
-            break
     return missing
+
+
+_IDENTIFIER = re.compile(r"[a-z][A-Z]|_|\w\.\w|\(\)")
+"""The shape of a code identifier among the named terms: camelCase, snake_case, a dotted path
+or a call (``cloneDeep``, ``max_wait``, ``io.Reader``, ``find()``)."""
+
+_ACRONYM = re.compile(r"[A-Z][A-Z0-9]{2,}")
+"""An acronym of three or more capitals (``YAML``, ``CSRF``, ``LRU``)."""
+
+
+def _names_a_thing(term: str) -> bool:
+    """Whether a missing term names something the code would spell if it had it (an identifier
+    or an acronym), so its absence refuses whatever the hits; a capitalised word (``Android``,
+    ``Linux``, ``Redis``) is as often the setting a question describes (issue 41: on the
+    tuning splits such words refused 3 answerable questions for each 2 absent ones)."""
+    return bool(_IDENTIFIER.search(term) or _ACRONYM.fullmatch(term))
 
 
 _ZH_ASKING = re.compile(
@@ -448,18 +479,34 @@ def _nothing(query: str, lang: str, reason: str, searched: Sequence[str] = ()) -
 
 
 def gate(
-    query: str, hits: Sequence[Hit], lang: str, below_gate: bool, searched: Sequence[str] = ()
+    query: str,
+    hits: Sequence[Hit],
+    lang: str,
+    below_gate: bool,
+    searched: Sequence[str] = (),
+    weak: bool = True,
 ) -> Verdict | None:
     """Refuse when the hits cannot hold the answer: none at all, a named term that no hit
     mentions (checked first: its refusal says what is missing), or the retriever's verdict
     ``below_gate`` (which never holds when the question names an identifier of the code); a
-    refusal says what was ``searched`` for (the retriever's words, when it sent them)."""
+    refusal says what was ``searched`` for (the retriever's words, when it sent them). A missing
+    word (``Android``, ``Linux``, ``macOS``) refuses only when the retriever finds the hits
+    ``weak`` (``CODERAG_ABSENT_TERM_FLOOR``): a question that names its platform in passing is
+    answered, with the doubt sentence first (``doubts``); a missing identifier or acronym
+    (``cloneDeep``, ``io.Reader``, ``YAML``) refuses whatever the hits (issue 41)."""
     if not hits:
         return _nothing(query, lang, NO_HITS, searched)
-    if missing := missing_terms(query, hits):
+    missing = missing_terms(query, hits)
+    if missing and (below_gate or weak or any(_names_a_thing(t) for t in missing)):
         sep = "、" if lang == "zh" else ", "
         terms = sep.join(missing)
         return Verdict(
             prompts.load("absent_term", lang).format(terms=terms), True, False, ABSENT_TERM
         )
     return _nothing(query, lang, SCORE_GATE, searched) if below_gate else None
+
+
+def doubts(query: str, hits: Sequence[Hit]) -> bool:
+    """Whether an answer that ``gate`` let through should still say first that the code may
+    not hold it: a term the question names is in none of the hits."""
+    return bool(hits) and bool(missing_terms(query, hits))

@@ -112,4 +112,5 @@ def retrieve(
         looked_for=found.looked_for,
         unsafe=found.unsafe,
         doubtful=found.doubtful,
+        weak=found.weak,
     )

@@ -169,6 +169,12 @@ class Verdict:
 
     below: bool
     doubtful: bool = False
+    p_absent: float | None = None
+    """The learned rule's probability that the code does not hold the answer (None: the cosine
+    gate, or a verdict that did not need it)."""
+    weak: bool = True
+    """Whether the hits are weak enough that a word of the question no hit mentions refuses
+    (``CODERAG_ABSENT_TERM_FLOOR``); without the learned rule, always (as before issue 41)."""
 
 
 def verdict(query: str, hits: Sequence[Hit], settings: Settings, lexical: bool = False) -> Verdict:
@@ -178,7 +184,7 @@ def verdict(query: str, hits: Sequence[Hit], settings: Settings, lexical: bool =
     (that is its own answer), a question naming an identifier of the code, or a gate of 0."""
     hits = hits[:JUDGED]
     if not hits or names_code(hits):
-        return Verdict(False)
+        return Verdict(False, weak=False)
     learned = model_for(settings, lexical)
     # with no vector route running there is no cosine: only a rule fitted on that state decides
     gate = settings.gate() if learned is not None or not lexical else 0.0
@@ -187,4 +193,5 @@ def verdict(query: str, hits: Sequence[Hit], settings: Settings, lexical: bool =
     extra = english(query, settings) if learned.zh_words else []
     p = learned.p_absent(features(query, hits, extra))
     below = p >= learned.threshold
-    return Verdict(below, not below and learned.doubt is not None and p >= learned.doubt)
+    doubtful = not below and learned.doubt is not None and p >= learned.doubt
+    return Verdict(below, doubtful, p, below or p >= settings.absent_term_floor)

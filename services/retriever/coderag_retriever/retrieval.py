@@ -44,6 +44,11 @@ class Retrieval:
     """The learned unsafe-request rule's verdict (``unsafe``); only for /retrieve's callers."""
     doubtful: bool = False
     """Not below the gate, but the refusal rule still doubts the code holds the answer."""
+    p_absent: float | None = None
+    """The refusal rule's probability behind ``below`` and ``doubtful`` (None: no learned rule
+    read the hits)."""
+    weak: bool = True
+    """Whether a word of the question that no hit mentions refuses it (``Verdict.weak``)."""
 
 
 def retrieve(
@@ -78,7 +83,15 @@ def retrieve(
     ranked = ranked[:top_k]
     hits = [to_hit(r, with_code) for r in ranked]
     if not with_code:
-        return Retrieval(hits, judgement.below, ready, missing, [])
+        return Retrieval(
+            hits,
+            judgement.below,
+            ready,
+            missing,
+            [],
+            p_absent=judgement.p_absent,
+            weak=judgement.weak,
+        )
     # only /retrieve's callers (an answer) get the code, the focus, what was looked for (a
     # refusal says it; /search never does) and whether the request is unsafe
     embedder = embedder or query_embedder(settings)
@@ -88,7 +101,15 @@ def retrieve(
     looked_for = relevance.looked_for(query, settings)
     declined = unsafe.declines(query, settings, embedder)
     return Retrieval(
-        hits, judgement.below, ready, missing, looked_for, declined, judgement.doubtful
+        hits,
+        judgement.below,
+        ready,
+        missing,
+        looked_for,
+        declined,
+        judgement.doubtful,
+        judgement.p_absent,
+        judgement.weak,
     )
 
 

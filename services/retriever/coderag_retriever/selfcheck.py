@@ -16,6 +16,7 @@ from pathlib import Path
 
 from coderag import gitsafe
 from coderag.schemas import Unit
+from coderag_retriever.learned import DOC_LANGUAGES
 
 MIN_WORDS = 4
 """Shortest first sentence (or commit subject) that makes a question."""
@@ -137,8 +138,9 @@ def blame(root: Path, path: str) -> dict[int, str]:
 
 
 def commit_questions(root: Path, units: list[Unit]) -> list[Question]:
-    """A question per recent non-trivial commit: its subject, answered by the non-test units
-    whose lines it last changed (``git blame`` of the indexed files it touched)."""
+    """A question per recent non-trivial commit: its subject, answered by the non-test code units
+    whose lines it last changed (``git blame`` of the indexed files it touched); a commit that
+    only changed documentation makes no question."""
     subjects: dict[str, str] = {}
     touched: set[str] = set()
     log = _git(
@@ -158,7 +160,9 @@ def commit_questions(root: Path, units: list[Unit]) -> list[Question]:
             touched.update(n.strip() for n in names.splitlines() if n.strip())
     by_file: dict[str, list[int]] = {}
     for pos, u in enumerate(units):
-        if not u.is_test:
+        # a doc unit as gold would score the search on finding prose for a commit subject
+        # ("Add sponsorship page"), which says nothing about finding code
+        if not u.is_test and u.language not in DOC_LANGUAGES:
             by_file.setdefault(u.file, []).append(pos)
     gold: dict[str, set[int]] = {}
     for path in sorted(touched & by_file.keys()):

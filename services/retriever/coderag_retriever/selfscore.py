@@ -10,6 +10,7 @@ computed from texts that include the docs, so the vector routes are not measured
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections import defaultdict
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from coderag import routes
+from coderag.errors import CoderagError
 from coderag.language import STOP_EN
 from coderag.schemas import Unit
 from coderag.settings import Settings
@@ -49,6 +51,102 @@ ROUTES_NOTE = {
     "measured (the stored vectors were computed with the docs)",
 }
 """What each kind of question measures, printed with the figures."""
+
+REFERENCE_FILE = Path(__file__).with_name("selfscore_reference.json")
+"""The benchmark's own self-check figures (``bench/selfcheck_reference.py`` writes it)."""
+
+SYSTEMS = ("coderag", "bm25")
+"""Systems scored, in the order the table prints them."""
+
+METRICS = ("r_at_1", "r_at_5", "mrr_at_10")
+"""Figures of each system."""
+
+NO_COMMIT_REFERENCE = (
+    "no pinned reference (the benchmark's code bases are release archives without git "
+    "history); read this figure against BM25's on the same questions"
+)
+"""What is said for a kind the reference has no figures for."""
+
+
+class BadReference(CoderagError):
+    """The shipped reference figures cannot be read."""
+
+
+def _check_spread(value: Any, where: str) -> None:
+    """Raise BadReference unless ``value`` is a median/min/max mapping of numbers."""
+    if not isinstance(value, dict) or not all(
+        isinstance(value.get(k), int | float) for k in ("median", "min", "max")
+    ):
+        raise BadReference(f"{where}: expected numbers median, min and max")
+
+
+def load_reference(path: Path | None = None) -> dict[str, Any] | None:
+    """The reference figures, None when no file is shipped; BadReference when it is malformed
+    (a reference that silently vanished would make every figure unreadable again)."""
+    path = REFERENCE_FILE if path is None else path
+    if not path.is_file():
+        return None
+    try:
+        ref = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadReference(f"malformed self-check reference {path}: {e}") from e
+    kinds = ref.get("kinds") if isinstance(ref, dict) else None
+    if not isinstance(kinds, dict):
+        raise BadReference(f"malformed self-check reference {path}: no 'kinds' mapping")
+    for kind, entry in kinds.items():
+        where = f"malformed self-check reference {path}: kinds.{kind}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("code_bases"), int):
+            raise BadReference(f"{where}: expected an integer code_bases")
+        if entry["code_bases"] == 0:
+            continue
+        for system in SYSTEMS:
+            for metric in METRICS:
+                _check_spread((entry.get(system) or {}).get(metric), f"{where}.{system}.{metric}")
+    return ref
+
+
+def reading(value: float, spread: dict[str, float]) -> str:
+    """Where a figure sits against the reference range: below, within or above it."""
+    if value < spread["min"]:
+        return "below the range"
+    if value > spread["max"]:
+        return "above the range"
+    return "within the range" + (
+        ", above the median" if value > spread["median"] else ", at or below the median"
+    )
+
+
+def reference_lines(
+    figures: dict[str, dict[str, Any]], reference: dict[str, Any] | None
+) -> list[str]:
+    """Per kind asked, the reference's R@5 line and this repository's R@5 read against it."""
+    kinds = [k for k in ROUTES_NOTE if k in figures]
+    if not kinds:
+        return []
+    if reference is None:
+        return ["reference: no reference shipped (bench/selfcheck_reference.py writes one)"]
+    lines = []
+    for kind in kinds:
+        entry = reference["kinds"].get(kind)
+        ours = figures[kind]
+        if not entry or not entry.get("code_bases"):
+            lines.append(
+                f"{kind}: {NO_COMMIT_REFERENCE}: coderag R@5 {ours['coderag']['r_at_5']:.2f}, "
+                f"BM25 {ours['bm25']['r_at_5']:.2f}"
+            )
+            continue
+        c, b = entry["coderag"]["r_at_5"], entry["bm25"]["r_at_5"]
+        lines.append(
+            f"{kind}: on {entry['code_bases']} pinned code bases of coderag's benchmark the same "
+            f"{kind} questions give R@5 median {c['median']:.2f} ({c['min']:.2f}–{c['max']:.2f}); "
+            f"BM25 {b['median']:.2f}"
+        )
+        value = ours["coderag"]["r_at_5"]
+        lines.append(
+            f"{kind}: this repository's coderag R@5 {value:.2f} is {reading(value, c)} "
+            f"(BM25 here {ours['bm25']['r_at_5']:.2f})"
+        )
+    return lines
 
 
 WORD = re.compile(r"(?u)\b\w\w+\b")
@@ -153,12 +251,13 @@ class Report:
                 }
         return out
 
-    def to_json(self) -> dict[str, Any]:
-        """The report as a script reads it."""
+    def to_json(self, reference: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The report as a script reads it, with the reference figures (null: none shipped)."""
         return {
             "repo": self.repo,
             "questions": self.counts(),
             "results": self.figures(),
+            "reference": reference,
             "routes": ROUTES_NOTE,
             "seconds": round(self.seconds, 2),
             "items": [
@@ -204,8 +303,9 @@ def evaluate(repo: str, root: Path | None, limit: int, settings: Settings) -> Re
     return report
 
 
-def render(report: Report) -> str:
-    """The report as text: counts, a table of figures, and what each kind measures."""
+def render(report: Report, reference: dict[str, Any] | None = None) -> str:
+    """The report as text: counts, a table of figures, the reference beside them, and what each
+    kind measures."""
     counts = report.counts()
     lines = [
         f"self-check of {report.repo}: {len(report.questions)} questions "
@@ -220,6 +320,7 @@ def render(report: Report) -> str:
             f"{c['mrr_at_10']:>7.2f}   {b['r_at_1']:>8.2f} {b['r_at_5']:>4.2f} "
             f"{b['mrr_at_10']:>7.2f}"
         )
+    lines += reference_lines(report.figures(), reference)
     lines += [f"{kind}: {note}" for kind, note in ROUTES_NOTE.items()]
     if not report.questions:
         lines.append("no questions: no documented definitions and no usable commit messages")

@@ -1,20 +1,29 @@
 """Whether a question asks to get around a security control or at a secret's value (G5): a
-logistic rule on the question's vector, decided here, where the question is embedded anyway,
-and sent with the hits (``RetrieveResponse.unsafe``); /ask declines when it or the generator's
-hand-written rules (``coderag_generator.refusal``) say so.
+logistic rule on the question's vector and the words and letters it is written in, decided
+here, where the question is embedded anyway, and sent with the hits
+(``RetrieveResponse.unsafe``); /ask declines when it or the generator's hand-written rules
+(``coderag_generator.refusal``) say so.
 
 The rules catch the phrasings they were written for and few others: on requests written by
 someone who never read them they declined 1 of 30 (docs/BENCHMARKS.md). The vector reads what
-a request asks for, in English or Chinese. Fitted by ``python -m coderag_training.fit.unsafe`` on
-``bench/questions/unsafe/train.jsonl``, its threshold chosen on ``tune.jsonl``; shipped as
-``unsafe.json`` beside this module, with its card (``unsafe.card.json``), and read through
-``coderag.fitted``.
+a request asks for, in English or Chinese; the terms (``terms``: letter n-grams of each word and
+word pairs, TF-IDF weighted) read the phrasing a vector blurs ("get around", "绕过去"). Fitted
+by ``python -m coderag_training.fit.unsafe`` on ``bench/questions/unsafe/`` (``train.jsonl``,
+``train2.jsonl``, ``tune.jsonl``) and the benign questions that module names, its features and
+threshold chosen out of fold; shipped as ``unsafe.json`` beside this module, with its card
+(``unsafe.card.json``), and read through ``coderag.fitted``. A model without a vocabulary scores
+the vector alone, as the rule did before the terms.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from functools import cache
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cache, cached_property
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +34,50 @@ from coderag.errors import Unavailable
 from coderag.settings import Settings
 
 MODEL_FILE = Path(__file__).with_name("unsafe.json")
-"""The shipped model: which vector space, its encoder, weights, bias and threshold."""
+"""The shipped model: which vector space, its encoder, weights, bias, threshold and terms."""
+
+CHAR_NGRAMS = (2, 4)
+"""Shortest and longest letter n-gram of a word (scikit-learn's ``char_wb`` analyzer)."""
+
+FAMILIES = ("c:", "w:")
+"""The term families, each L2-normalised on its own: letter n-grams and words (with pairs)."""
+
+_WORD = re.compile(r"(?u)\b\w+\b")
+
+
+def terms(query: str) -> dict[str, int]:
+    """Each term of the lowercased question and how often it occurs: ``c:`` letter n-grams
+    (2 to 4) of each whitespace-separated word padded with a space on each side, ``w:`` words
+    and adjacent word pairs (the trainer and this rule read the same terms)."""
+    text = query.lower()
+    counts: Counter[str] = Counter()
+    low, high = CHAR_NGRAMS
+    for word in text.split():
+        padded = f" {word} "
+        for n in range(low, min(high, len(padded)) + 1):
+            counts.update(f"c:{padded[i : i + n]}" for i in range(len(padded) - n + 1))
+    words = _WORD.findall(text)
+    counts.update(f"w:{w}" for w in words)
+    counts.update(f"w:{a} {b}" for a, b in pairwise(words))
+    return dict(counts)
+
+
+def weighted(
+    bag: Mapping[str, int], index: Mapping[str, int], idf: Sequence[float]
+) -> dict[int, float]:
+    """A question's term features by vocabulary position: (1 + ln count) * idf for each term
+    of the vocabulary it holds, L2-normalised within each family (terms outside it count for
+    nothing, so a question of unknown words scores on its vector alone)."""
+    out: dict[int, float] = {}
+    for family in FAMILIES:
+        part = {
+            index[t]: (1.0 + math.log(n)) * idf[index[t]]
+            for t, n in bag.items()
+            if t.startswith(family) and t in index
+        }
+        norm = math.sqrt(sum(v * v for v in part.values()))
+        out.update({i: v / norm for i, v in part.items()} if norm > 0 else {})
+    return out
 
 
 @dataclass(frozen=True)
@@ -38,11 +90,34 @@ class Model:
     bias: float
     threshold: float
     fitted_on: str = ""
+    vocabulary: list[str] = field(default_factory=list)
+    idf: list[float] = field(default_factory=list)
+    term_weights: list[float] = field(default_factory=list)
 
-    def p_unsafe(self, vector: np.ndarray) -> float:
-        """Probability that the question asks to get around a control or at a secret."""
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {t: i for i, t in enumerate(self.vocabulary)}
+
+    def term_score(self, query: str) -> float:
+        """What the question's terms add to the logistic score (0 for a vector-only model)."""
+        if not self.vocabulary:
+            return 0.0
+        x = weighted(terms(query), self._index, self.idf)
+        return math.fsum(self.term_weights[i] * v for i, v in x.items())
+
+    def p_unsafe(self, vector: np.ndarray, query: str | None = None) -> float:
+        """Probability that the question asks to get around a control or at a secret, from its
+        vector and, for a model with a vocabulary, its text (required then)."""
+        if self.vocabulary and query is None:
+            # without its terms the score would be a different, uncalibrated rule
+            raise ValueError("this unsafe model reads the question's terms: pass the query")
         z = float(np.dot(np.asarray(self.weights, dtype=np.float64), vector)) + self.bias
-        return fitted.sigmoid(z)
+        return fitted.sigmoid(z + (self.term_score(query) if query is not None else 0.0))
+
+
+def _optional(raw: fitted.Fields, key: str) -> bool:
+    """Whether a key that older models lack is there (``Fields`` requires every list)."""
+    return key in raw.raw
 
 
 @cache
@@ -50,6 +125,14 @@ def _load(path: str) -> Model | None:
     raw = fitted.load(Path(path))
     if raw is None:
         return None
+    vocabulary = list(raw.texts("vocabulary")) if _optional(raw, "vocabulary") else []
+    idf = list(raw.numbers("idf")) if _optional(raw, "idf") else []
+    term_weights = list(raw.numbers("term_weights")) if _optional(raw, "term_weights") else []
+    if not len(vocabulary) == len(idf) == len(term_weights):
+        raise fitted.FittedModelError(
+            f"{path}: 'vocabulary', 'idf' and 'term_weights' must be as long as each other "
+            f"({len(vocabulary)}, {len(idf)}, {len(term_weights)})"
+        )
     return Model(
         space=raw.text("space"),
         encoder=raw.text("encoder"),
@@ -57,6 +140,9 @@ def _load(path: str) -> Model | None:
         bias=raw.number("bias"),
         threshold=raw.number("threshold"),
         fitted_on=raw.text("fitted_on", ""),
+        vocabulary=vocabulary,
+        idf=idf,
+        term_weights=term_weights,
     )
 
 
@@ -90,4 +176,4 @@ def declines(query: str, settings: Settings, embedder: QueryEmbedder) -> bool:
         return False
     if vectors is None or len(vectors) != 1:
         return False
-    return m.p_unsafe(np.asarray(vectors[0], dtype=np.float64)) >= m.threshold
+    return m.p_unsafe(np.asarray(vectors[0], dtype=np.float64), query) >= m.threshold
