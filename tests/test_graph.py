@@ -92,3 +92,62 @@ def test_symbols_and_calls_over_http(tmp_path: Path) -> None:
         assert client.get("/repos/g/calls", params={"symbol": "nope"}).status_code == 404
         assert client.get("/repos/x/symbols").status_code == 404
         assert client.get("/repos/g/symbols", params={"limit": 0}).status_code == 422
+
+
+ROUTING = """class Router:
+    def app(self, scope):
+        return scope
+
+    def url_path_for(self, name):
+        return "/" + name
+
+
+class Route:
+    def __init__(self, app):
+        self.app = app
+
+    def handle(self, scope):
+        return self.app(scope)
+
+    def url_path_for(self, name):
+        return "/r/" + name
+
+
+class Mount:
+    def handle(self, scope):
+        return self.app(scope)
+
+    def url_path_for(self, name):
+        return "/m/" + name
+
+
+class Host:
+    def url_path_for(self, name):
+        return "/h/" + name
+"""
+
+
+def test_self_calls_stay_in_their_class_and_tests_cover_the_methods_they_import(
+    tmp_path: Path,
+) -> None:
+    ids = _index(
+        tmp_path,
+        {
+            "routing.py": ROUTING,
+            "tests/test_routing.py": (
+                "from routing import Router\n\n\ndef test_paths():\n"
+                "    router = Router()\n    assert router.url_path_for('home') == '/home'\n"
+            ),
+            "other.py": "def url_path_for(name):\n    return name\n",
+        },
+    )
+    graph = get_catalog().graph()
+    # each handle calls its own self.app (an attribute), never Router.app
+    assert graph.callers("g", ids["Router.app"]) == []
+    assert graph.callees("g", ids["Route.handle"]) == []
+    assert graph.callees("g", ids["Mount.handle"]) == []
+    # url_path_for has five definitions: the test calls the ones of the module it imports
+    tested = graph.tested("g")
+    for owner in ("Router", "Route", "Mount", "Host"):
+        assert ids[f"{owner}.url_path_for"] in tested, owner
+    assert ids["url_path_for"] not in tested

@@ -35,8 +35,19 @@ class Edge:
     line: int
 
 
+SELF_RECEIVERS = frozenset({"self", "this", "cls"})
+"""Receivers that name the caller's own object: its type is the caller's class."""
+
+
 def _type_name(receiver_type: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "", receiver_type.split(".")[-1])
+
+
+def _owner(qualified: str) -> str:
+    """The type a qualified method name belongs to (``Router`` of ``Router.app``, ``Command``
+    of ``(*Command).AddCommand``; empty for a function)."""
+    head, dot, _ = qualified.rpartition(".")
+    return _type_name(head) if dot else ""
 
 
 class Graph:
@@ -68,16 +79,21 @@ class Graph:
         return {n: self._named[(repo, n)] for n in names}
 
     @staticmethod
-    def _pick(rows: list[Row], receiver_type: str, file: str) -> list[str]:
+    def _pick(rows: list[Row], receiver_type: str, file: str, receiver: str = "") -> list[str]:
         """The units a call site resolves to among a name's definitions: those of the
-        receiver's type, else those in the caller's file, else all when few enough."""
+        receiver's type, else those in the caller's file, else all when few enough. A call on
+        ``self`` or ``this`` whose class defines no such method resolves to nothing: it calls
+        an attribute or an inherited method, never another class's method of the same name
+        (issue 43: ``Mount.handle``'s ``self.app()`` was said to call ``Router.app``)."""
         if not rows:
             return []
         if receiver_type:
             owner = _type_name(receiver_type)
-            typed = [r for r in rows if owner in r["qualified"]]
+            typed = [r for r in rows if _owner(r["qualified"]) == owner]
             if typed:
                 return [r["unit_id"] for r in typed]
+            if receiver in SELF_RECEIVERS:
+                return []
         local = [r for r in rows if r["file"] == file]
         if local:
             return [r["unit_id"] for r in local]
@@ -88,14 +104,17 @@ class Graph:
         key = (repo, unit_id, "callees")
         if key not in self._edges:
             sites = self._db.read(
-                "SELECT file, callee, receiver_type, line FROM calls WHERE caller_id=:unit",
+                "SELECT file, callee, receiver, receiver_type, line FROM calls "
+                "WHERE caller_id=:unit",
                 {"unit": unit_id},
             )
             definitions = self._definitions(repo, {r["callee"] for r in sites})
             self._edges[key] = [
                 Edge(unit_id, target, r["callee"], r["line"])
                 for r in sites
-                for target in self._pick(definitions[r["callee"]], r["receiver_type"], r["file"])
+                for target in self._pick(
+                    definitions[r["callee"]], r["receiver_type"], r["file"], r["receiver"]
+                )
                 if target != unit_id
             ]
         return self._edges[key]
@@ -115,12 +134,12 @@ class Graph:
             out: list[Edge] = []
             for name in sorted(names):
                 for r in self._db.read(
-                    "SELECT caller_id, file, receiver_type, line FROM calls "
+                    "SELECT caller_id, file, receiver, receiver_type, line FROM calls "
                     "WHERE repo=:repo AND callee=:name",
                     {"repo": repo, "name": name},
                 ):
                     if r["caller_id"] != unit_id and unit_id in self._pick(
-                        definitions[name], r["receiver_type"], r["file"]
+                        definitions[name], r["receiver_type"], r["file"], r["receiver"]
                     ):
                         out.append(Edge(r["caller_id"], unit_id, name, r["line"]))
             self._edges[key] = out
@@ -174,18 +193,30 @@ class Graph:
         return counts
 
     def tested(self, repo: str) -> set[str]:
-        """Units called from test code (TestCoverageHint)."""
+        """Units called from test code (TestCoverageHint). A name the tests call that several
+        definitions share (``url_path_for`` on five classes) counts for those of the modules
+        the test file imports, when the receiver's type does not say which (issue 43: none of
+        them was tested before, although the tests call them constantly)."""
         sites = self._db.read(
-            "SELECT c.callee, c.receiver_type, c.file FROM calls c JOIN units u "
+            "SELECT c.callee, c.receiver, c.receiver_type, c.file FROM calls c JOIN units u "
             "ON u.id = c.caller_id WHERE c.repo=:repo AND u.is_test=1",
             {"repo": repo},
         )
         definitions = self._definitions(repo, {r["callee"] for r in sites})
-        return {
-            unit
-            for r in sites
-            for unit in self._pick(definitions[r["callee"]], r["receiver_type"], r["file"])
-        }
+        imported: dict[str, list[str]] = defaultdict(list)
+        for r in self._db.read("SELECT file, module FROM imports WHERE repo=:repo", {"repo": repo}):
+            imported[r["file"]].append(r["module"])
+        out: set[str] = set()
+        for r in sites:
+            rows = definitions[r["callee"]]
+            picked = self._pick(rows, r["receiver_type"], r["file"], r["receiver"])
+            if not picked and len(rows) > MAX_CANDIDATES and not r["receiver_type"]:
+                modules = imported.get(r["file"], [])
+                picked = [
+                    d["unit_id"] for d in rows if any(_imports_file(m, d["file"]) for m in modules)
+                ]
+            out.update(picked)
+        return out
 
 
 CALL_FIELDS = ("repo", "file", "caller_id", "callee", "receiver", "receiver_type", "line")
