@@ -170,9 +170,9 @@ def commit_questions(root: Path, units: list[Unit]) -> list[Question]:
         for pos in by_file[path]:
             u = units[pos]
             for n in range(u.start_line, u.end_line + 1):
-                sha = lines.get(n)
-                if sha in subjects:
-                    gold.setdefault(sha, set()).add(pos)
+                last = lines.get(n)
+                if last is not None and last in subjects:
+                    gold.setdefault(last, set()).add(pos)
     return [
         Question("commit", subjects[sha], sorted(found))
         for sha, found in gold.items()
