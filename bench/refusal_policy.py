@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fetch import load_corpora
+from coderag_generator.refusal import names_a_thing
 
 HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "questions"
@@ -129,9 +129,6 @@ def today(r: dict[str, Any]) -> Outcome:
 FLOOR = 0.2
 """``CODERAG_ABSENT_TERM_FLOOR``'s default, which ``soft`` reads."""
 
-_IDENTIFIER = re.compile(r"[a-z][A-Z]|_|\w\.\w|\(\)|^[A-Z][A-Z0-9]{2,}$")
-"""``refusal._names_a_thing``: a named term shaped like code, or an acronym."""
-
 
 def soft(r: dict[str, Any]) -> Outcome:
     """Issue 41's policy: a missing word refuses only when the hits are weak (the rule's
@@ -146,7 +143,7 @@ def soft(r: dict[str, Any]) -> Outcome:
         return Outcome("no_hits")
     weak = r["p"] is not None and r["p"] >= FLOOR
     missing = r["missing"]
-    if missing and (r["below"] or weak or any(_IDENTIFIER.search(t) for t in missing)):
+    if missing and (r["below"] or weak or any(names_a_thing(t) for t in missing)):
         return Outcome("absent_term")
     if r["below"]:
         return Outcome("score_gate")

@@ -20,18 +20,16 @@ premises (seed 004 type C) are left to the model: rules cannot see what the code
 from __future__ import annotations
 
 import re
-import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import get_close_matches
 from functools import cache
-from importlib import resources
-from typing import Any
 
 from coderag.language import STOP_EN, has_han
 from coderag.schemas import Hit
 from coderag.words import WORD, stem, words
 from coderag_generator import prompts
+from coderag_generator.refusal_rules import all_rules
 from coderag_generator.window import is_history_question
 
 UNSAFE, VAGUE = "unsafe", "vague"
@@ -83,83 +81,10 @@ class Verdict:
     reason: str
 
 
-@dataclass(frozen=True)
-class _Judgement:
-    pattern: re.Pattern[str]
-    dimensions: str
-
-
-@dataclass(frozen=True)
-class Rules:
-    """The compiled rules of one language file."""
-
-    window: int
-    ask: tuple[re.Pattern[str], ...]
-    defense: tuple[re.Pattern[str], ...]
-    strong: tuple[re.Pattern[str], ...]
-    weak: tuple[re.Pattern[str], ...]
-    check: tuple[re.Pattern[str], ...]
-    asset: tuple[re.Pattern[str], ...]
-    alone: tuple[re.Pattern[str], ...]
-    disclose: tuple[re.Pattern[str], ...]
-    value: tuple[re.Pattern[str], ...]
-    disclose_window: int
-    ordinary: tuple[re.Pattern[str], ...]
-    purpose: tuple[re.Pattern[str], ...]
-    dimension: tuple[re.Pattern[str], ...]
-    filler: tuple[re.Pattern[str], ...]
-    judgements: tuple[_Judgement, ...]
-    generic: frozenset[str]
-    example: tuple[str, ...]
-    hedge: tuple[str, ...]
-    extensions: frozenset[str]
-
-
-def _compile(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
-
-
-@cache
-def rules(lang: str) -> Rules:
-    """The rules of ``prompts/refusal_rules_<lang>.txt``."""
-    path = resources.files("coderag_generator").joinpath(f"prompts/refusal_rules_{lang}.txt")
-    data: dict[str, Any] = tomllib.loads(path.read_text("utf-8"))
-    unsafe, vague = data["unsafe"], data["vague"]
-    return Rules(
-        window=int(unsafe["window"]),
-        ask=_compile(unsafe["ask"]),
-        defense=_compile(unsafe["defense"]),
-        strong=_compile(unsafe["strong"]),
-        weak=_compile(unsafe["weak"]),
-        check=_compile(unsafe["check"]),
-        asset=_compile(unsafe["asset"]),
-        alone=_compile(unsafe.get("alone", [])),
-        disclose=_compile(unsafe.get("disclose", [])),
-        value=_compile(unsafe.get("value", [])),
-        disclose_window=int(unsafe.get("disclose_window", unsafe["window"])),
-        ordinary=_compile(unsafe.get("ordinary", [])),
-        purpose=_compile(unsafe.get("purpose", [])),
-        dimension=_compile(vague["dimension"]),
-        filler=_compile(vague["filler"]),
-        judgements=tuple(
-            _Judgement(re.compile(j["pattern"], re.IGNORECASE), j["dimensions"])
-            for j in vague["judgement"]
-        ),
-        generic=frozenset(w.lower() for w in data.get("absent", {}).get("generic", [])),
-        example=tuple(w.lower() for w in data.get("absent", {}).get("example", [])),
-        hedge=tuple(w.lower() for w in data.get("absent", {}).get("hedge", [])),
-        extensions=frozenset(e.lower() for e in data.get("absent", {}).get("extensions", [])),
-    )
-
-
-def _all_rules() -> list[Rules]:
-    return [rules(lang) for lang in prompts.LANGUAGES]
-
-
 @cache
 def _targets() -> tuple[tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]]:
     """The checks and the assets of both languages, gathered once per process."""
-    every = _all_rules()
+    every = all_rules()
     return tuple(p for r in every for p in r.check), tuple(p for r in every for p in r.asset)
 
 
@@ -188,7 +113,7 @@ def _acts_on(
 
 def is_unsafe(query: str) -> bool:
     """A request to get around a security control or at a secret (see the rules' [unsafe])."""
-    every = _all_rules()
+    every = all_rules()
     if any(p.search(query) for r in every for p in r.defense):
         return False
     if any(p.search(query) for r in every for p in r.alone):
@@ -214,7 +139,7 @@ def is_unsafe(query: str) -> bool:
 def vague_judgement(query: str) -> tuple[str, str] | None:
     """``(word, dimensions)`` when the question is a judgement ("safe", "fast", ...) that names no
     dimension and no subject beyond at most one identifier; else None."""
-    every = _all_rules()
+    every = all_rules()
     found = next(
         ((j, m) for r in every for j in r.judgements if (m := j.pattern.search(query))), None
     )
@@ -249,14 +174,14 @@ def describes(query: str) -> bool:
     learned rule, which reads topics as much as intent, declined 17 of 68 traces (issue 41)."""
     if is_history_question(query):
         return True
-    return any(p.search(query) for r in _all_rules() for p in r.ordinary)
+    return any(p.search(query) for r in all_rules() for p in r.ordinary)
 
 
 def intends(query: str) -> bool:
     """Whether the question asks for something done ("how do I", "so I can", "help me", an
     imperative) with a verb of getting around, switching off, or showing a secret, and says
     nothing of defending: what a trace or history question still needs to be declined."""
-    every = _all_rules()
+    every = all_rules()
     if any(p.search(query) for r in every for p in r.defense):
         return False
     if not any(p.search(query) for r in every for p in (*r.ask, *r.purpose)):
@@ -299,7 +224,7 @@ def named_terms(query: str) -> list[str]:
     similar") is an input the question imagines or a guess, which the code need not spell out
     (issue 31: such values were most of the answerable questions refused)."""
     chinese = has_han(query)
-    rule_sets = _all_rules()
+    rule_sets = all_rules()
     generic = set().union(*(r.generic for r in rule_sets))
     examples = tuple(w for r in rule_sets for w in r.example)
     hedges = tuple(w for r in rule_sets for w in r.hedge)
@@ -446,7 +371,7 @@ _ACRONYM = re.compile(r"[A-Z][A-Z0-9]{2,}")
 """An acronym of three or more capitals (``YAML``, ``CSRF``, ``LRU``)."""
 
 
-def _names_a_thing(term: str) -> bool:
+def names_a_thing(term: str) -> bool:
     """Whether a missing term names something the code would spell if it had it (an identifier
     or an acronym), so its absence refuses whatever the hits; a capitalised word (``Android``,
     ``Linux``, ``Redis``) is as often the setting a question describes (issue 41: on the
@@ -497,7 +422,7 @@ def gate(
     if not hits:
         return _nothing(query, lang, NO_HITS, searched)
     missing = missing_terms(query, hits)
-    if missing and (below_gate or weak or any(_names_a_thing(t) for t in missing)):
+    if missing and (below_gate or weak or any(names_a_thing(t) for t in missing)):
         sep = "、" if lang == "zh" else ", "
         terms = sep.join(missing)
         return Verdict(
