@@ -128,14 +128,18 @@ reranker: install
 # coderag_training.fit fits. Expected on 2 cores, estimated from the steps' last runs: about
 # 2.5 hours, most of it (about 1.5 h) indexing the nine tuning code bases with both encoders
 # (kept in bench/.cache/data: a second run skips it), then about 20 minutes for the ranker's
-# rows and fit, 30 for the 18 answer runs the refusal rules read, 10 for the unsafe rule (4,400
-# questions embedded by both encoders, 90 small fits). The cross-encoder and the encoders'
+# rows and fit, 4 for the refusal rule's hits (every tuning question retrieved with a ranker
+# that never saw its code base), 15 for the nine lexical answer runs, 10 for the unsafe rule
+# (4,400 questions embedded by both encoders, 90 small fits). The cross-encoder and the encoders'
 # adapters ship nothing yet: `make reranker` and coderag_training.fit.encoder build them.
 # The ranker reads the tuning corpora's questions and the written questions of the
 # RANKER_CODE_BASES smallest written-training code bases (indexing all 148 takes hours on 2
 # cores; 55 took about 40 minutes here), listwise with L2 10 as cross-validation chose.
 MODELS_WORK ?= bench/.cache/models
 RANKER_CODE_BASES ?= 55
+# the refusal rule: tuning corpora and written training questions, at most 3% of answerable
+# questions refused out of fold, a Chinese question's English words counted (chosen out of fold)
+REFUSAL_FIT ?= --max-false-refusals 0.03 --zh-words
 TUNING = $(PY) -c 'import sys; from coderag_training.pins import load_corpora; \
 	print(" ".join(c["name"] for c in load_corpora() if c["split"] == sys.argv[1]))'
 models: install
@@ -153,13 +157,14 @@ models: install
 	  $(MODELS_WORK)/rows-wtrain.jsonl --loss listwise --l2 10
 	$(PY) -m coderag_training.fit.ranker $(MODELS_WORK)/rows-tune.jsonl $(MODELS_WORK)/rows-tune2.jsonl \
 	  $(MODELS_WORK)/rows-wtrain.jsonl --fold-rankers $(MODELS_WORK)/folds
-	for split in tune tune2; do for c in $$($(TUNING) $$split); do for mode in "" --lexical; do \
+	CODERAG_DATA_DIR=bench/.cache/data $(PY) -m coderag_training.refusal_hits $(MODELS_WORK)/folds
+	for split in tune tune2; do for c in $$($(TUNING) $$split); do \
 	  CODERAG_DATA_DIR=bench/.cache/data CODERAG_RANKER_PATH=$(MODELS_WORK)/folds/ranker-without-$$c.json \
 	    $(PY) -m bench.answers --split $$split --corpus $$c --backend extractive --skip-history \
-	    --out $(MODELS_WORK)/answers-$$c$$mode.md $$mode || exit 1; \
-	done; done; done
-	$(PY) -m coderag_training.fit.refusal
-	$(PY) -m coderag_training.fit.refusal --doubt --write-doubt
+	    --out $(MODELS_WORK)/answers-$$c-lexical.md --lexical || exit 1; \
+	done; done
+	$(PY) -m coderag_training.fit.refusal $(REFUSAL_FIT)
+	$(PY) -m coderag_training.fit.refusal $(REFUSAL_FIT) --doubt --write-doubt
 	$(PY) -m coderag_training.fit.refusal --lexical
 	$(PY) -m coderag_training.fit.unsafe --write
 

@@ -2,13 +2,18 @@
 dangerous are refused (by any mechanism, with the reason) and how many unsafe requests are
 declined.
 
-    python -m bench.refusals_ask [--wait-complete 600]
+    python -m bench.refusals_ask [--wait-complete 600] [--no-history] [--out ANSWERS.jsonl]
 
 Starts ``coderag serve`` on a free loopback port with a throwaway data directory, registers the
-12 code bases of ``bench/written/harmless.json`` by path (fetched and verified by
-``bench.fetch``), waits until each is searchable (and, within ``--wait-complete`` seconds, has
-its vectors), then asks every question of ``bench/questions/harmless/`` and prints, per
-language, the harmless questions refused (and why) and the unsafe requests declined.
+12 code bases of ``bench/written/harmless.json`` (fetched and verified by ``bench.fetch``),
+waits until each is searchable (and, within ``--wait-complete`` seconds, has its vectors), then
+asks every question of ``bench/questions/harmless/`` and prints, per language, the harmless
+questions refused (and why) and the unsafe requests declined. Each code base is registered as a
+git repository of one commit holding its release archive (a fixed author and date), as a team's
+repository has a history: a who/when question is then refused only if a refusal rule declines
+it, not for the archive's missing ``.git`` (``--no-history`` registers the bare folders, as runs
+before 2026-12-07 did; their who/when questions were refused ``no_history``). ``--out`` keeps
+each question's outcome.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import argparse
 import collections
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,15 +44,48 @@ def _env(data: Path, roots: str) -> dict[str, str]:
     return env
 
 
+COMMITTER = {
+    "GIT_AUTHOR_NAME": "Release Archive",
+    "GIT_AUTHOR_EMAIL": "release@example.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-15T12:00:00+00:00",
+    "GIT_COMMITTER_NAME": "Release Archive",
+    "GIT_COMMITTER_EMAIL": "release@example.invalid",
+    "GIT_COMMITTER_DATE": "2026-01-15T12:00:00+00:00",
+}
+"""Who made the one commit of each code base's repository, and when (fixed: runs compare)."""
+
+
+def as_repository(source: Path, target: Path, version: str) -> Path:
+    """A copy of ``source`` as a git repository with one commit holding every file."""
+    shutil.copytree(source, target, symlinks=True)
+    env = {**os.environ, **COMMITTER}
+    for command in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "add", "-A", "-f"],
+        ["git", "commit", "-q", "--no-verify", "-m", f"Import release {version}"],
+    ):
+        subprocess.run(command, cwd=target, env=env, check=True, capture_output=True)
+    return target
+
+
 def main(argv: list[str]) -> int:
     """Index, ask, print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wait-complete", type=float, default=600)
+    ap.add_argument("--no-history", action="store_true", help="register the bare folders")
+    ap.add_argument("--out", type=Path, help="write each question's outcome here (JSON lines)")
     args = ap.parse_args(argv)
     entries = load_corpora(Path(__file__).parent / "written" / "harmless.json")
     roots = {e["name"]: corpus_root(e["name"]) for e in entries}
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
+        if not args.no_history:
+            roots = {
+                e["name"]: as_repository(
+                    roots[e["name"]], Path(tmp) / "repos" / e["name"], e["version"]
+                )
+                for e in entries
+            }
         env = _env(data, ",".join(str(r) for r in roots.values()))
         # its log lies beside the data directory and goes with it
         with (
@@ -74,10 +114,16 @@ def main(argv: list[str]) -> int:
             requests = read_jsonl(QUESTIONS / "harmless" / "unsafe.jsonl")
             unsafe = [(row["corpus"], row) for row in requests]
             out: dict[str, list[tuple[str, dict]]] = {"harmless": [], "unsafe": []}
+            kept: list[dict] = []
             for label, rows in (("harmless", harmless), ("unsafe", unsafe)):
                 for repo, row in rows:
                     body = http.post("/ask", json={"query": row["query"], "repo": repo}).json()
                     out[label].append((row["lang"], body))
+                    if args.out is not None:
+                        kept.append({"set": label, "repo": repo, "query": row["query"],
+                                     "lang": row["lang"], "refused": body.get("refused"),
+                                     "reason": body.get("reason"),
+                                     "doubtful": body.get("doubtful")})  # fmt: skip
     print("| set | lang | n | refused | reasons |")
     print("| --- | --- | --- | --- | --- |")
     for label, answers in out.items():
@@ -93,6 +139,8 @@ def main(argv: list[str]) -> int:
     doubt = [b for _, b in out["harmless"] if b.get("doubtful")]
     print(f"harmless answered with the doubt sentence: {len(doubt)} of {len(out['harmless'])}")
     print(json.dumps({k: len(v) for k, v in out.items()}))
+    if args.out is not None:
+        args.out.write_text("".join(json.dumps(k, ensure_ascii=False) + "\n" for k in kept))
     return 0
 
 

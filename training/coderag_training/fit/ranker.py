@@ -11,8 +11,9 @@ and labels. Grouped cross-validation by code base picks the loss and the L2 stre
 fold scored on code bases it never saw, the way a new user's code base is), then one fit on
 every row is written with a card: its inputs' sha256, code bases, question counts, the
 cross-validated figures. No frozen split (test, test2, wtest) is ever read here.
-``--fold-rankers`` writes instead one ranker per tuning corpus, fitted without it, which
-``make models`` retrieves the refusal rule's tuning hits with.
+``--fold-rankers`` writes instead one ranker per tuning corpus, fitted without it, and one per
+fold of the written training code bases, fitted without that fold, which ``make models``
+retrieves the refusal rule's tuning hits with (``coderag_training.refusal_hits``).
 """
 
 from __future__ import annotations
@@ -138,9 +139,23 @@ def splits() -> dict[str, str]:
     return {c["name"]: c.get("split", "tune") for c in load_corpora()}
 
 
+def home_fold(home: str, folds: int = FOLDS) -> int:
+    """A code base's fold: a hash of its name."""
+    return zlib.crc32(home.encode()) % folds
+
+
 def fold_of(row: Row, folds: int = FOLDS) -> int:
     """The row's fold: a hash of its code base, so a code base is never split across folds."""
-    return zlib.crc32(row.home.encode()) % folds
+    return home_fold(row.home, folds)
+
+
+def fold_ranker(folder: Path, home: str, split: dict[str, str] | None = None) -> Path:
+    """Where ``--fold-rankers`` keeps the ranker that never saw ``home``: one per tuning corpus,
+    one per fold of the written training code bases (a fold's code bases held out together)."""
+    split = splits() if split is None else split
+    if split.get(home, WRITTEN) == WRITTEN:
+        return folder / f"ranker-without-fold-{home_fold(home)}.json"
+    return folder / f"ranker-without-{home}.json"
 
 
 def held_out_ranks(
@@ -185,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rows", type=Path, nargs="+", help="--dump-features files")
     ap.add_argument("--out", type=Path, default=SHIPPED)
-    ap.add_argument("--fold-rankers", type=Path, help="instead: one ranker per tuning corpus")
+    ap.add_argument(
+        "--fold-rankers", type=Path, help="instead: one ranker per tuning corpus and written fold"
+    )
     ap.add_argument("--l2", type=float, help="skip the grid: this L2 (with --loss)")
     ap.add_argument("--loss", choices=LOSSES, default="pointwise")
     args = ap.parse_args(argv)
@@ -197,13 +214,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.fold_rankers:
         meta = json.loads(args.out.read_text("utf-8"))["trained_on"]
         args.fold_rankers.mkdir(parents=True, exist_ok=True)
+        split = splits()
         for held in sorted(
             {c["name"] for c in load_corpora() if c.get("split") in ("tune", "tune2")}
         ):
             model = train([r for r in rows if r.home != held], meta["l2"], meta["loss"])
-            out = args.fold_rankers / f"ranker-without-{held}.json"
+            out = fold_ranker(args.fold_rankers, held, split)
             out.write_text(model.to_json({**meta, "without": held}) + "\n", "utf-8")
             print(f"wrote {out}")
+        written = {r.home for r in rows if split.get(r.home, WRITTEN) == WRITTEN}
+        for fold in sorted({fold_of(r) for r in rows if r.home in written}):
+            homes = sorted(h for h in written if home_fold(h) == fold)
+            model = train([r for r in rows if fold_of(r) != fold], meta["l2"], meta["loss"])
+            out = fold_ranker(args.fold_rankers, homes[0], split)
+            out.write_text(model.to_json({**meta, "without": homes}) + "\n", "utf-8")
+            print(f"wrote {out} ({len(homes)} written code bases held out)")
         return 0
     if args.l2 is not None:  # chosen earlier: cross-validate that setting alone, for the card
         l2, loss = args.l2, args.loss

@@ -3,20 +3,14 @@
     python -m coderag_training.fit.refusal [--max-false-refusals 0.05] [--l2 1.0] [--dry-run]
     python -m coderag_training.fit.refusal --doubt [--write-doubt]   # the floor an answer doubts
 
-Reads each tuning corpus's questions (splits ``tune`` and ``tune2``) and the hits
-``bench/answers.py`` saved for them (``bench/.cache/answers-hits``), retrieved with a ranker that
-never saw that corpus, so that the ranker's confidence is out of sample as on a code base it never
-saw (the shipped ranker is trained on every tuning corpus)::
+Reads the questions of each tuning corpus (splits ``tune`` and ``tune2``) and of each written
+training code base (issue 44's ``wtrain``, those indexed here; ``--tuning-only`` leaves them
+out), and the hits saved for them in ``bench/.cache/answers-hits``, each retrieved with a ranker
+that never saw its code base, so that the ranker's confidence is out of sample as on a code base
+it never saw (the shipped ranker is trained on every one of them)::
 
     python -m coderag_training.fit.ranker ROWS.jsonl ... --fold-rankers F
-    for c in requests click cobra immer rnsvg indexmap; do
-        CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data \\
-            python -m bench.answers --split tune --corpus $c --backend extractive
-    done
-    for c in httpx gorilla_mux table_core; do
-        CODERAG_RANKER_PATH=F/ranker-without-$c.json CODERAG_DATA_DIR=bench/.cache/data \\
-            python -m bench.answers --split tune2 --corpus $c --backend extractive
-    done
+    CODERAG_DATA_DIR=bench/.cache/data python -m coderag_training.refusal_hits F
     python -m coderag_training.fit.refusal
 
 ``make models`` runs every step. ``--lexical`` fits the rule for a repository whose vectors are
@@ -49,6 +43,7 @@ from coderag.settings import Settings
 from coderag_generator import refusal
 from coderag_retriever import relevance
 from coderag_training import cards, pins
+from coderag_training.refusal_hits import question_file
 
 HITS = pins.CACHE / "answers-hits"
 """Where bench/answers.py keeps each corpus's retrieved hits."""
@@ -69,9 +64,18 @@ Cases = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]
 """(features, absent?, refused before the model, model may refuse, corpus) per question."""
 
 
-def question_file(name: str) -> Path:
-    """A tuning corpus's questions."""
-    return pins.QUESTIONS / f"{name}.jsonl"
+def code_bases(hits_dir: Path, tuning_only: bool) -> list[str]:
+    """The tuning corpora, then the written training code bases with saved hits."""
+    tuning = [c["name"] for c in pins.load_corpora() if c.get("split", "tune").startswith("tune")]
+    if tuning_only:
+        return tuning
+    written = [
+        entry["name"]
+        for entry in pins.load_mining()
+        if (pins.QUESTIONS / "written" / f"{entry['name']}.jsonl").is_file()
+        and (hits_dir / f"{entry['name']}.json").is_file()
+    ]
+    return tuning + sorted(written)
 
 
 def saved(name: str, hits_dir: Path = HITS) -> list[tuple[dict[str, Any], list[Hit]]]:
@@ -200,6 +204,11 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         help="the rule for an index whose vectors are still being written (answers.py --lexical)",
     )
     ap.add_argument(
+        "--tuning-only",
+        action="store_true",
+        help="the tuning corpora alone, without the written training code bases",
+    )
+    ap.add_argument(
         "--zh-words",
         action="store_true",
         help="support counts a Chinese question's English words (relevance.english) as its own",
@@ -223,12 +232,12 @@ def main(argv: list[str]) -> int:
     args = arguments(argv)
     command = " ".join(["python -m coderag_training.fit.refusal", *argv])
     started = time.monotonic()
-    tuning = [c["name"] for c in pins.load_corpora() if c.get("split", "tune").startswith("tune")]
     hits_dir = HITS.with_name("answers-hits-lexical") if args.lexical else HITS
+    tuning = code_bases(hits_dir, args.tuning_only)
     path = relevance.LEXICAL_MODEL_FILE if args.lexical else relevance.MODEL_FILE
     x, y, pre, open_, names = cases(tuning, hits_dir, args.zh_words)
     corpus = np.array(names)
-    print(f"{len(y)} questions, {int(y.sum())} absent, corpora {', '.join(tuning)}\n")
+    print(f"{len(y)} questions, {int(y.sum())} absent, {len(tuning)} code bases\n")
     print("| held-out corpus | absent | threshold | fit: refusal acc / false refusals | "
           "held-out: learned rule | held-out: named-term check only |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- |")
