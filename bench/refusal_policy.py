@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fetch import load_corpora
-from coderag_generator.refusal import names_a_thing
+from coderag.terms import missing_terms, refusing
 
 HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "questions"
@@ -69,7 +69,7 @@ def collect(split: str) -> list[dict[str, Any]]:
                     "doubtful": got.doubtful,
                     "p": got.p_absent,
                     "weak": got.weak,
-                    "missing": refusal.missing_terms(q["query"], got.hits),
+                    "missing": missing_terms(q["query"], got.hits),
                 }
             )
     return rows
@@ -143,7 +143,7 @@ def soft(r: dict[str, Any]) -> Outcome:
         return Outcome("no_hits")
     weak = r["p"] is not None and r["p"] >= FLOOR
     missing = r["missing"]
-    if missing and (r["below"] or weak or any(names_a_thing(t) for t in missing)):
+    if missing and (r["below"] or refusing(missing, weak)):
         return Outcome("absent_term")
     if r["below"]:
         return Outcome("score_gate")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from coderag import terms
 from coderag.schemas import Hit, RetrieveResponse
 from coderag.settings import get_settings
 from coderag_app.server import create_app
@@ -166,6 +167,35 @@ def test_rules_answer_before_the_model_and_the_gate_refuses(
     assert stream[-1][1]["refused"] is True and stream[-1][1]["reason"] == "unsafe"
 
 
+def test_search_says_below_gate_on_every_question_ask_refuses_as_absent(
+    client: TestClient, sample_repo: Path
+) -> None:
+    """/search's ``below_gate`` and /ask's refusal read one check (issue 41): a named identifier
+    or acronym that no unit mentions refuses /ask and sets ``below_gate`` (before, /search read
+    the learned rule alone and said nothing of it); elsewhere the two agree too."""
+    index(client, sample_repo)
+    queries = (
+        "Where does the order code call cloneDeep?",
+        "Which YAML file configures the orders?",
+        "How is an order created?",
+        "How is an order created on Android?",
+        "订单是怎么创建的？",
+        "OrderService 在哪里用 GraphQL？",
+    )
+    for query in queries:
+        body = ask(client, query)
+        absent = body["refused"] and body["reason"] in (
+            refusal.ABSENT_TERM,
+            refusal.SCORE_GATE,
+            refusal.NO_HITS,
+        )
+        for top_k in (1, 10):
+            search = {"query": query, "repo": "s", "top_k": top_k}
+            got = client.post("/search", json=search).json()
+            assert got["below_gate"] is absent, (query, top_k, body["reason"])
+    assert ask(client, queries[0])["reason"] == refusal.ABSENT_TERM
+
+
 def test_relations_reach_the_prompt_callers_first() -> None:
     def hit(symbol: str, start: int, calls: list[str]) -> Hit:
         return make_hit(
@@ -204,18 +234,18 @@ def test_rules_leave_benchmark_questions_alone() -> None:
         for line in path.read_text("utf-8").splitlines():
             q = json.loads(line)
             assert refusal.screen(q["query"], q["lang"]) is None, q["query"]
-    assert refusal.named_terms("Where is the YAML or TOML config of Session.get loaded?") == [
+    assert terms.named_terms("Where is the YAML or TOML config of Session.get loaded?") == [
         "YAML",
         "TOML",
         "Session.get",
     ]
-    assert refusal.named_terms("OAuth2 的 access token 在哪里刷新？") == [
+    assert terms.named_terms("OAuth2 的 access token 在哪里刷新？") == [
         "OAuth2",
         "access",
         "token",
     ]
     hits = [make_hit(file="x.go", symbol="ProcessOrder", text="func ProcessOrder() {}")]
-    assert refusal.missing_terms("Where does ProcesOrder use HTTP/2?", hits) == ["HTTP/2"]
+    assert terms.missing_terms("Where does ProcesOrder use HTTP/2?", hits) == ["HTTP/2"]
 
 
 def test_example_values_are_not_terms_the_code_must_name() -> None:
@@ -223,7 +253,7 @@ def test_example_values_are_not_terms_the_code_must_name() -> None:
     literal, a date or timestamp, a quantity with its unit, a plain number (a status code, a
     count), or a term right after an example marker; a word with digits, or a term after
     "unlike", still counts."""
-    ask = refusal.named_terms
+    ask = terms.named_terms
     assert ask("When I write a range like 3..7 in an expression, where is it lexed?") == []
     assert ask("Where is a version such as 1.2.3 or a float like -1.5 parsed?") == []
     assert ask("How is a header such as X-Request-Id copied, e.g. `TraceID`?") == []
@@ -233,7 +263,7 @@ def test_example_values_are_not_terms_the_code_must_name() -> None:
     assert ask("Where is a timeout of 30s, 500ms or 10MB applied?") == []
     assert ask("Where is HTTP/2 enabled for utf8 names?") == ["HTTP/2", "utf8"]
     hits = [make_hit(file="lexer.rs", symbol="Lexer.number", text="fn number(&mut self) {}")]
-    assert refusal.missing_terms("Where is a range like 3..7 told from a float?", hits) == []
+    assert terms.missing_terms("Where is a range like 3..7 told from a float?", hits) == []
 
 
 def test_inputs_and_guesses_are_not_claims() -> None:
@@ -241,7 +271,7 @@ def test_inputs_and_guesses_are_not_claims() -> None:
     the arguments of code they write and a name they hedge are no reason to refuse; the called
     name, a protocol and a slash-joined pair of words still count as claims, a claim is present
     in the code by its stem too, and a claim the code lacks is still missing."""
-    ask = refusal.named_terms
+    ask = terms.named_terms
     assert ask("If base_url is https://api.example.com/v2, do I end up at /v2/users?") == [
         "base_url"
     ]
@@ -262,10 +292,10 @@ def test_inputs_and_guesses_are_not_claims() -> None:
             file="mux.go", symbol="Router.ServeHTTP", text="w.WriteHeader(http.StatusNotFound)"
         )
     ]
-    assert refusal.missing_terms("Why do I get a 404 from the router?", go) == []
-    assert refusal.missing_terms("Where is a 500 returned after a panic?", go) == []
-    assert refusal.missing_terms("Where are the Routers and GraphQL kept?", go) == ["GraphQL"]
-    assert refusal.missing_terms("routers 在哪里注册？", go) == []
+    assert terms.missing_terms("Why do I get a 404 from the router?", go) == []
+    assert terms.missing_terms("Where is a 500 returned after a panic?", go) == []
+    assert terms.missing_terms("Where are the Routers and GraphQL kept?", go) == ["GraphQL"]
+    assert terms.missing_terms("routers 在哪里注册？", go) == []
 
 
 @pytest.mark.slow

@@ -111,7 +111,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     found = retrieve(args.repo, query, args.top_k, settings, state=state)
     for h in found.hits:
         print(f"{h.score:.3f}  {h.file}:{h.start_line}-{h.end_line}  {h.symbol}  ({h.kind})")
-    if found.below_gate:
+    if found.absent_terms:
+        print(f"(none of these mentions {', '.join(found.absent_terms)}: the code probably does "
+              "not answer this)")  # fmt: skip
+    elif found.below_gate:
         print("(below the score gate: the code probably does not answer this)")
     return 0
 

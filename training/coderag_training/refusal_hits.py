@@ -23,6 +23,13 @@ import sys
 import time
 from pathlib import Path
 
+from coderag import embedding
+from coderag.errors import NotFound
+from coderag.settings import get_settings
+from coderag.store import get_catalog
+from coderag_embedder.queries import local
+from coderag_generator.asking import RETRIEVE_K
+from coderag_retriever import retrieval
 from coderag_training import pins
 from coderag_training.fit.ranker import fold_ranker, splits
 
@@ -38,9 +45,6 @@ def question_file(name: str) -> Path:
 
 def code_bases() -> list[str]:
     """The tuning corpora, then the written training code bases whose index is complete here."""
-    from coderag.errors import NotFound
-    from coderag.store import get_catalog
-
     tuning = [c["name"] for c in pins.load_corpora() if c.get("split") in ("tune", "tune2")]
     catalog = get_catalog()
     written = []
@@ -57,10 +61,6 @@ def code_bases() -> list[str]:
 
 def collect(name: str, folds: Path, out: Path) -> int:
     """Retrieve one code base's questions with its fold ranker; write the hits; the count."""
-    from coderag.settings import get_settings
-    from coderag_generator.asking import RETRIEVE_K
-    from coderag_retriever import retrieval
-
     ranker = fold_ranker(folds, name, splits())
     if not ranker.is_file():
         raise SystemExit(f"{ranker}: missing; run coderag_training.fit.ranker --fold-rankers")
@@ -78,9 +78,6 @@ def collect(name: str, folds: Path, out: Path) -> int:
 
 def main(argv: list[str]) -> int:
     """Collect every code base's hits (or ``--only`` these)."""
-    from coderag import embedding
-    from coderag_embedder.queries import local
-
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("folds", type=Path, help="fit.ranker --fold-rankers' folder")
     ap.add_argument("--only", action="append", default=[], help="this code base only")

@@ -42,10 +42,6 @@ class Rules:
     dimension: tuple[re.Pattern[str], ...]
     filler: tuple[re.Pattern[str], ...]
     judgements: tuple[Judgement, ...]
-    generic: frozenset[str]
-    example: tuple[str, ...]
-    hedge: tuple[str, ...]
-    extensions: frozenset[str]
 
 
 def _compile(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
@@ -78,10 +74,6 @@ def rules(lang: str) -> Rules:
             Judgement(re.compile(j["pattern"], re.IGNORECASE), j["dimensions"])
             for j in vague["judgement"]
         ),
-        generic=frozenset(w.lower() for w in data.get("absent", {}).get("generic", [])),
-        example=tuple(w.lower() for w in data.get("absent", {}).get("example", [])),
-        hedge=tuple(w.lower() for w in data.get("absent", {}).get("hedge", [])),
-        extensions=frozenset(e.lower() for e in data.get("absent", {}).get("extensions", [])),
     )
 
 

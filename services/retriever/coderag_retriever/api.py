@@ -83,7 +83,7 @@ def search(
     return SearchResponse(
         results=hits,
         took_ms=round(took, 2),
-        below_gate=found.below_gate,
+        below_gate=found.lacks_answer,
         routes_ready=found.routes_ready,
         routes_missing=found.routes_missing,
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from coderag import chain, spaces
+from coderag import chain, spaces, terms
 from coderag.embedding import QueryEmbedder, query_embedder
 from coderag.errors import Unavailable
 from coderag.routes import format_weights
@@ -49,6 +49,15 @@ class Retrieval:
     read the hits)."""
     weak: bool = True
     """Whether a word of the question that no hit mentions refuses it (``Verdict.weak``)."""
+    absent_terms: tuple[str, ...] = ()
+    """Named terms of the question that none of the judged units mentions and that refuse it
+    (``coderag.terms``): the check /ask's refusal applies to its own hits."""
+
+    @property
+    def lacks_answer(self) -> bool:
+        """/search's ``below_gate``: the rule's verdict, or a named term that refuses, so that
+        /search says what /ask refuses (issue 41)."""
+        return self.below_gate or bool(self.absent_terms)
 
 
 def retrieve(
@@ -80,6 +89,8 @@ def retrieve(
     judged = [to_hit(r, with_code=True) for r in ranked[: relevance.JUDGED]]
     # the verdict reads the whole settings: the rule for a lexical search is chosen by them
     judgement = relevance.verdict(query, judged, settings, lexical)
+    missing = terms.missing_terms(query, judged)
+    absent = tuple(missing) if terms.refusing(missing, judgement.below or judgement.weak) else ()
     ranked = ranked[:top_k]
     hits = [to_hit(r, with_code) for r in ranked]
     if not with_code:
@@ -91,6 +102,7 @@ def retrieve(
             [],
             p_absent=judgement.p_absent,
             weak=judgement.weak,
+            absent_terms=absent,
         )
     # only /retrieve's callers (an answer) get the code, the focus, what was looked for (a
     # refusal says it; /search never does) and whether the request is unsafe
@@ -110,6 +122,7 @@ def retrieve(
         judgement.doubtful,
         judgement.p_absent,
         judgement.weak,
+        absent,
     )
 
 
