@@ -12,8 +12,9 @@ questions refused (and why) and the unsafe requests declined. Each code base is 
 git repository of one commit holding its release archive (a fixed author and date), as a team's
 repository has a history: a who/when question is then refused only if a refusal rule declines
 it, not for the archive's missing ``.git`` (``--no-history`` registers the bare folders, as runs
-before 2026-12-07 did; their who/when questions were refused ``no_history``). ``--out`` keeps
-each question's outcome.
+before 2026-12-07 did; their who/when questions were refused ``no_history``). Each question
+also goes to ``/search`` and the chat route: how often ``below_gate`` agrees with /ask refusing
+it as absent, and the chat route's refusal with /ask's. ``--out`` keeps each question's outcome.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ def _env(data: Path, roots: str) -> dict[str, str]:
     env.update(CODERAG_DATA_DIR=str(data), CODERAG_REPO_ROOTS=roots)
     return env
 
+
+ABSENT = ("no_hits", "score_gate", "absent_term")
+"""/ask's reasons for "the code does not hold the answer": what /search calls ``below_gate``."""
 
 COMMITTER = {
     "GIT_AUTHOR_NAME": "Release Archive",
@@ -115,15 +119,25 @@ def main(argv: list[str]) -> int:
             unsafe = [(row["corpus"], row) for row in requests]
             out: dict[str, list[tuple[str, dict]]] = {"harmless": [], "unsafe": []}
             kept: list[dict] = []
+            agree: dict[str, list[tuple[bool | None, bool]]] = {"harmless": [], "unsafe": []}
             for label, rows in (("harmless", harmless), ("unsafe", unsafe)):
                 for repo, row in rows:
                     body = http.post("/ask", json={"query": row["query"], "repo": repo}).json()
                     out[label].append((row["lang"], body))
-                    if args.out is not None:
-                        kept.append({"set": label, "repo": repo, "query": row["query"],
-                                     "lang": row["lang"], "refused": body.get("refused"),
-                                     "reason": body.get("reason"),
-                                     "doubtful": body.get("doubtful")})  # fmt: skip
+                    search = {"query": row["query"], "repo": repo, "top_k": 5}
+                    below = http.post("/search", json=search).json()["below_gate"]
+                    chat = {"model": f"coderag/{repo}",
+                            "messages": [{"role": "user", "content": row["query"]}]}  # fmt: skip
+                    chatted = http.post("/v1/chat/completions", json=chat).json()["coderag"]
+                    absent = bool(body.get("refused")) and body.get("reason") in ABSENT
+                    # a request declined as unsafe is no verdict on the code: /search has none
+                    same = None if body.get("reason") == "unsafe" else below == absent
+                    agree[label].append((same, chatted.get("refused") == body.get("refused")))
+                    kept.append({"set": label, "repo": repo, "query": row["query"],
+                                 "lang": row["lang"], "refused": body.get("refused"),
+                                 "reason": body.get("reason"), "doubtful": body.get("doubtful"),
+                                 "search_below_gate": below,
+                                 "chat_refused": chatted.get("refused")})  # fmt: skip
     print("| set | lang | n | refused | reasons |")
     print("| --- | --- | --- | --- | --- |")
     for label, answers in out.items():
@@ -136,6 +150,12 @@ def main(argv: list[str]) -> int:
             why = collections.Counter(b.get("reason") or "-" for b in hit)
             rate = len(hit) / len(part) if part else 0.0
             print(f"| {label} | {lang} | {len(part)} | {rate:.3f} ({len(hit)}) | {dict(why)} |")
+    for label, pairs in agree.items():
+        judged = [a for a, _ in pairs if a is not None]
+        chat = sum(c for _, c in pairs)
+        print(f"{label}: /search's below_gate agrees with /ask's refusal as absent on "
+              f"{sum(judged)} of {len(judged)} (those not declined as unsafe), the chat "
+              f"route's refusal with /ask's on {chat} of {len(pairs)}")  # fmt: skip
     doubt = [b for _, b in out["harmless"] if b.get("doubtful")]
     print(f"harmless answered with the doubt sentence: {len(doubt)} of {len(out['harmless'])}")
     print(json.dumps({k: len(v) for k, v in out.items()}))

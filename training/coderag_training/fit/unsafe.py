@@ -8,7 +8,9 @@ product's ``coderag_retriever.unsafe.terms``, letter n-grams 2 to 4 of each word
 their pairs, kept when at least ``MIN_DF`` fitting questions hold them, weighted 1 + ln count
 times the smoothed idf and L2-normalised per family, by the product's own ``weighted``). It is
 fitted on ``bench/questions/unsafe/train.jsonl`` (400 questions), ``train2.jsonl`` (800,
-written for issue 41: indirect requests and their benign look-alikes), ``tune.jsonl`` (60) and
+written for issue 41: indirect requests and their benign look-alikes), ``train3.jsonl`` (460,
+the same kind, 57% Chinese: requests dressed as call-chain, history, configuration and testing
+questions), ``tune.jsonl`` (60) and
 the retrieval benchmark's questions on the tuning code bases (benign: ordinary questions must
 not be declined), with the written program's questions on its training code bases and the
 who/when questions (benign too). The features (``RECIPES``), the regularisation and the
@@ -122,13 +124,18 @@ class Inputs:
 
 def gather() -> Inputs:
     """Every question the fit and its report read (no vectors yet)."""
-    sets = {name: unsafe_set(name) for name in ("train", "train2", "tune", "test")}
+    sets = {name: unsafe_set(name) for name in ("train", "train2", "train3", "tune", "test")}
     tuning, frozen = ordinary_files(("tune", "tune2")), ordinary_files(("test", "test2"))
     written = written_files()
     pinned = [pins.CORPORA_FILE, pins.MINING_FILE, *pins.written_files()]
     return Inputs(
         sets=sets,
-        fitting=sets["train"] + sets["train2"] + sets["tune"] + benign(tuning) + benign(written),
+        fitting=sets["train"]
+        + sets["train2"]
+        + sets["train3"]
+        + sets["tune"]
+        + benign(tuning)
+        + benign(written),
         frozen=benign(frozen),
         files=[*(UNSAFE / f"{n}.jsonl" for n in sets), *tuning, *written, *frozen, *pinned],
         # the evidence set asks about the tuning code bases, the who/when set about a made-up one
@@ -301,7 +308,7 @@ def main(argv: list[str]) -> int:
     recipe, c = max(scores, key=lambda k: (scores[k][0], -C_GRID.index(k[1]), -RECIPES.index(k[0])))
     t = sig(scores[recipe, c][1])
     print(
-        f"chosen out of fold on train + train2 + tune + {plain.sum()} ordinary questions "
+        f"chosen out of fold on train + train2 + train3 + tune + {plain.sum()} ordinary questions "
         f"({len(y)}): {recipe}, C {c}, threshold {t:.3f}"
     )
     space = space_of(recipe)
@@ -316,8 +323,8 @@ def main(argv: list[str]) -> int:
         weights=coef[:dims],
         bias=sig(float(fitted_lr.intercept_[0])),
         threshold=t,
-        fitted_on=f"bench/questions/unsafe/train.jsonl + train2.jsonl + tune.jsonl + the "
-        "tuning code bases' "
+        fitted_on="bench/questions/unsafe/train.jsonl + train2.jsonl + train3.jsonl + tune.jsonl "
+        "+ the tuning code bases' "
         f"questions + the written training questions and who/when questions ({len(y)}); "
         f"{recipe}"
         + (f" ({len(vocab)} terms in at least {MIN_DF} questions)" if vocab else "")
