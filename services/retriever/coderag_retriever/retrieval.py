@@ -89,8 +89,9 @@ def retrieve(
     judged = [to_hit(r, with_code=True) for r in ranked[: relevance.JUDGED]]
     # the verdict reads the whole settings: the rule for a lexical search is chosen by them
     judgement = relevance.verdict(query, judged, settings, lexical)
-    missing = terms.missing_terms(query, judged)
-    absent = tuple(missing) if terms.refusing(missing, judgement.below or judgement.weak) else ()
+    unmentioned = terms.missing_terms(query, judged)
+    refuses = terms.refusing(unmentioned, judgement.below or judgement.weak)
+    absent = tuple(unmentioned) if refuses else ()
     ranked = ranked[:top_k]
     hits = [to_hit(r, with_code) for r in ranked]
     if not with_code:
