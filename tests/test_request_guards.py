@@ -5,7 +5,8 @@ findings 3, 4 and 5).
   a real PostgreSQL, and the audited endpoints' rows are written whatever the request (no token,
   a wrong one, a reader's), with the NUL stored as ``?``; the CSV export never carries a 0x00.
 - An unsigned webhook is never parsed (its HMAC is checked first, over the raw bytes) and an
-  unauthenticated API body is answered 401 unread: /health stays fast while both arrive.
+  unauthenticated API body is answered 401 unread (what that spares /health is a timing:
+  ``bench/load_probe.py`` measures it).
 - A streamed /ask the client drops mid-way is logged ``aborted`` in a row of its own, beside
   its internal /retrieve's (the app driven as a server drives it, with the disconnect a server
   sends when the client leaves).
@@ -17,7 +18,6 @@ import csv
 import io
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,43 +154,26 @@ def test_bodies_are_not_parsed_before_their_sender_is_known(
             if thread.name in WARM_UPS:
                 thread.join(300)
         assert client.get("/health").status_code == 200  # its first answer loads its checks
-        waits: list[float] = []
-        stop = threading.Event()
-
-        def health() -> None:
-            while not stop.is_set():
-                start = time.perf_counter()
-                assert client.get("/health").status_code == 200
-                waits.append(time.perf_counter() - start)
-                time.sleep(0.01)
-
-        poller = threading.Thread(target=health, daemon=True)
-        poller.start()
-        try:
-            for _ in range(3):
-                r = client.post(
-                    "/webhooks/github",
-                    content=huge,
-                    headers={"X-Hub-Signature-256": "sha256=" + "0" * 64, "X-GitHub-Event": "push"},
-                )
-                assert r.status_code == 401, r.text
-                r = client.post(
-                    "/search", content=big_api, headers={"Content-Type": "application/json"}
-                )
-                assert r.status_code == 401, r.text
-                r = client.post(
-                    "/search",
-                    content=big_api,
-                    headers={**WRONG, "Content-Type": "application/json"},
-                )
-                assert r.status_code == 401, r.text
-        finally:
-            stop.set()
-            poller.join(30)
+        for _ in range(3):
+            r = client.post(
+                "/webhooks/github",
+                content=huge,
+                headers={"X-Hub-Signature-256": "sha256=" + "0" * 64, "X-GitHub-Event": "push"},
+            )
+            assert r.status_code == 401, r.text
+            r = client.post(
+                "/search", content=big_api, headers={"Content-Type": "application/json"}
+            )
+            assert r.status_code == 401, r.text
+            r = client.post(
+                "/search",
+                content=big_api,
+                headers={**WRONG, "Content-Type": "application/json"},
+            )
+            assert r.status_code == 401, r.text
+        # what the event loop is spared (/health's latency under these bodies) is a timing, which
+        # bench/load_probe.py measures (docs/BENCHMARKS.md); here, that nothing was walked
         assert walked == [], "a body was walked before its sender was known"
-        waits.sort()
-        # the route's own HMAC of 24 MB runs on the loop (tens of ms); walking it took seconds
-        assert waits and waits[-1] < 0.5, waits[-5:]
 
         # a reader's body is checked (after the token); a signed webhook too
         r = client.post("/search", json={"query": NUL_QUERY, "repo": "x"}, headers=READER)
