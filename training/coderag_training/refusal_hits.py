@@ -43,20 +43,31 @@ def question_file(name: str) -> Path:
     return own if own.is_file() else pins.QUESTIONS / "written" / f"{name}.jsonl"
 
 
+def written_training() -> list[str]:
+    """The written training code bases: mined ones with written questions, in name order."""
+    return sorted(
+        e["name"]
+        for e in pins.load_mining()
+        if (pins.QUESTIONS / "written" / f"{e['name']}.jsonl").is_file()
+    )
+
+
+def tuning() -> list[str]:
+    """The tuning corpora (splits ``tune`` and ``tune2``)."""
+    return [c["name"] for c in pins.load_corpora() if c.get("split", "tune").startswith("tune")]
+
+
 def code_bases() -> list[str]:
     """The tuning corpora, then the written training code bases whose index is complete here."""
-    tuning = [c["name"] for c in pins.load_corpora() if c.get("split") in ("tune", "tune2")]
     catalog = get_catalog()
     written = []
-    for entry in pins.load_mining():
-        if not (pins.QUESTIONS / "written" / f"{entry['name']}.jsonl").is_file():
-            continue
+    for name in written_training():
         try:
-            if catalog.get_repo(entry["name"]).complete:
-                written.append(entry["name"])
+            if catalog.get_repo(name).complete:
+                written.append(name)
         except NotFound:
             continue  # not indexed here: its questions are left out
-    return tuning + sorted(written)
+    return tuning() + written
 
 
 def collect(name: str, folds: Path, out: Path) -> int:

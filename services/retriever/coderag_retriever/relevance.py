@@ -152,7 +152,7 @@ def model_for(settings: Settings, lexical: bool = False) -> Model | None:
         return None
     m = _load(str(LEXICAL_MODEL_FILE if lexical else MODEL_FILE))
     # fitted on one encoder's similarities: it applies only where the gate reads that encoder
-    route = settings.gate_space()
+    route = cosine.space(settings)
     if m is None or route is None or spaces.encoder(VECTOR[route], settings) != m.encoder:
         return None
     return m
@@ -187,7 +187,7 @@ def verdict(query: str, hits: Sequence[Hit], settings: Settings, lexical: bool =
         return Verdict(False, weak=False)
     learned = model_for(settings, lexical)
     # with no vector route running there is no cosine: only a rule fitted on that state decides
-    gate = settings.gate() if learned is not None or not lexical else 0.0
+    gate = cosine.threshold(settings) if learned is not None or not lexical else 0.0
     if learned is None or gate <= 0:
         return Verdict(cosine.below_gate(hits, gate))
     extra = english(query, settings) if learned.zh_words else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from coderag import gate as score_gate
 from coderag import routes
 from coderag.embedding import QueryEmbedder, query_embedder, reader_text
 from coderag.schemas import Unit
@@ -277,7 +278,7 @@ def gate_sims(rankings: dict[str, list[tuple[int, float]]], settings: Settings) 
     runs)."""
     # The gate reads the second encoder's cosines when it runs: they separate questions the code
     # cannot answer better than the main encoder's (docs/BENCHMARKS.md, score gate).
-    space = settings.gate_space()
+    space = score_gate.space(settings)
     return dict(rankings.get(space, [])) if space else {}
 
 

@@ -42,7 +42,7 @@ from coderag.schemas import Hit
 from coderag.settings import Settings
 from coderag_generator import refusal
 from coderag_retriever import relevance
-from coderag_training import cards, pins
+from coderag_training import cards, pins, refusal_hits
 from coderag_training.refusal_hits import question_file
 
 HITS = pins.CACHE / "answers-hits"
@@ -66,16 +66,10 @@ Cases = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]
 
 def code_bases(hits_dir: Path, tuning_only: bool) -> list[str]:
     """The tuning corpora, then the written training code bases with saved hits."""
-    tuning = [c["name"] for c in pins.load_corpora() if c.get("split", "tune").startswith("tune")]
     if tuning_only:
-        return tuning
-    written = [
-        entry["name"]
-        for entry in pins.load_mining()
-        if (pins.QUESTIONS / "written" / f"{entry['name']}.jsonl").is_file()
-        and (hits_dir / f"{entry['name']}.json").is_file()
-    ]
-    return tuning + sorted(written)
+        return refusal_hits.tuning()
+    saved = [n for n in refusal_hits.written_training() if (hits_dir / f"{n}.json").is_file()]
+    return refusal_hits.tuning() + saved
 
 
 def saved(name: str, hits_dir: Path = HITS) -> list[tuple[dict[str, Any], list[Hit]]]:
