@@ -42,7 +42,7 @@ def test_python_calls_imports_refs_and_tests(tmp_path: Path) -> None:
     assert graph.tested("g") == {ids["helper"]}
     refs = graph.file_references("g")
     assert refs["pkg/a.py"] == 4  # two imports and two calls from other files
-    assert graph.symbol_references("g")["helper"] == 3
+    assert graph.unit_references("g", [ids["helper"]]) == {ids["helper"]: 3}
     near = graph.neighbourhood("g", [ids["main"]], depth=2)
     assert near[ids["helper"]] == 1 and near[ids["Service.run"]] == 2
     rows = get_catalog().db.read("SELECT name, kind FROM symbols WHERE repo='g' ORDER BY name")
@@ -151,3 +151,41 @@ def test_self_calls_stay_in_their_class_and_tests_cover_the_methods_they_import(
     for owner in ("Router", "Route", "Mount", "Host"):
         assert ids[f"{owner}.url_path_for"] in tested, owner
     assert ids["url_path_for"] not in tested
+
+
+def test_references_count_the_calls_that_resolve_to_each_unit(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from coderag_app.server import create_app
+
+    ids = _index(
+        tmp_path,
+        {
+            "routing.py": (
+                "class Route:\n    def url_path_for(self, name):\n        return '/r/' + name\n\n"
+                "    def path(self):\n        return self.url_path_for('x')\n\n\n"
+                "class Mount:\n    def url_path_for(self, name):\n        return '/m/' + name\n\n\n"
+                "class Host:\n    def url_path_for(self, name):\n        return '/h/' + name\n\n\n"
+                "class Router:\n    def url_path_for(self, name):\n        return '/' + name\n"
+            ),
+            "other.py": "def url_path_for(name):\n    return name\n",
+            "main.py": (
+                "from other import url_path_for\n\n\ndef main():\n"
+                "    return url_path_for('a') + url_path_for('b')\n"
+            ),
+        },
+    )
+    # five definitions share the name: each counts only the calls that can mean it (issue 43:
+    # each reported all three before)
+    want = {
+        "Route.url_path_for": 1,
+        "Mount.url_path_for": 0,
+        "Host.url_path_for": 0,
+        "Router.url_path_for": 0,
+        "url_path_for": 2,
+    }
+    refs = get_catalog().graph().unit_references("g", [ids[q] for q in want])
+    assert {q: refs[ids[q]] for q in want} == want
+    with TestClient(create_app(("coderag_parser",))) as client:
+        rows = client.get("/repos/g/symbols", params={"q": "url_path"}).json()
+        assert {r["qualified"]: r["references"] for r in rows} == want

@@ -86,7 +86,7 @@ def test_the_call_graph_resolves_callers_callees_and_tests(db: Database) -> None
     assert [e.caller for e in graph.callers("r", a.id)] == [t.id]
     assert graph.neighbourhood("r", [b.id]) == {b.id: 0, a.id: 1, t.id: 2}
     assert graph.tested("r") == {a.id}
-    assert graph.symbol_references("r") == {"a": 1, "b": 1}
+    assert graph.unit_references("r", [a.id, b.id, t.id]) == {a.id: 1, b.id: 1}
     assert graph.file_references("r") == {"a.py": 2}
 
 

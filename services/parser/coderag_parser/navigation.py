@@ -26,7 +26,7 @@ def symbols(
     """Definitions whose name starts with ``q``, with call-site counts and test coverage."""
     rows = catalog.symbols.starting_with(name, q, kind, limit)
     graph = catalog.graph()
-    refs = graph.symbol_references(name)
+    refs = graph.unit_references(name, [r.unit_id for r in rows if r.unit_id])
     tested = graph.tested(name)
     return [
         {
@@ -36,7 +36,7 @@ def symbols(
             "file": r.file,
             "start_line": r.start_line,
             "end_line": r.end_line,
-            "references": refs.get(r.name, 0),
+            "references": refs.get(r.unit_id, 0) if r.unit_id else 0,
             "tested": r.unit_id in tested,
         }
         for r in rows

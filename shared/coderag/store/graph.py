@@ -160,17 +160,35 @@ class Graph:
             frontier = nxt
         return seen
 
-    def symbol_references(self, repo: str) -> Counter[str]:
-        """Call sites per callee name."""
-        return Counter(
-            {
-                r["callee"]: r["n"]
+    def unit_references(self, repo: str, unit_ids: Iterable[str]) -> Counter[str]:
+        """Call sites that resolve to each of the given units, by the same rules as ``callers``
+        and ``tested`` (issue 43: five ``url_path_for`` methods each reported every call of the
+        name). A site that may mean several units counts for each of them."""
+        wanted = set(unit_ids)
+        if not wanted:
+            return Counter()
+        units = sorted(wanted)
+        names: set[str] = set()
+        for i in range(0, len(units), NAMES_PER_QUERY):
+            names.update(
+                r["name"]
                 for r in self._db.read(
-                    "SELECT callee, COUNT(*) AS n FROM calls WHERE repo=:repo GROUP BY callee",
-                    {"repo": repo},
+                    "SELECT name FROM symbols WHERE repo=:repo AND unit_id IN :units",
+                    {"repo": repo, "units": units[i : i + NAMES_PER_QUERY]},
                 )
-            }
-        )
+            )
+        listed = sorted(names)
+        sites: list[Row] = []
+        for i in range(0, len(listed), NAMES_PER_QUERY):
+            sites += self._db.read(
+                "SELECT caller_id, callee, receiver, receiver_type, file FROM calls "
+                "WHERE repo=:repo AND callee IN :names",
+                {"repo": repo, "names": listed[i : i + NAMES_PER_QUERY]},
+            )
+        counts: Counter[str] = Counter()
+        for site, picked in self._resolve(repo, sites):
+            counts.update(u for u in picked if u in wanted and u != site["caller_id"])
+        return counts
 
     def file_references(self, repo: str) -> Counter[str]:
         """Per file: call sites in other files naming its symbols, plus imports of its module."""
@@ -202,11 +220,17 @@ class Graph:
             "ON u.id = c.caller_id WHERE c.repo=:repo AND u.is_test=1",
             {"repo": repo},
         )
+        return {u for _, picked in self._resolve(repo, sites) for u in picked}
+
+    def _resolve(self, repo: str, sites: list[Row]) -> list[tuple[Row, list[str]]]:
+        """Each call site with the units it resolves to: ``_pick``'s rules, then, for a name
+        too common to pick by and no receiver type, the definitions in modules the calling
+        file imports."""
         definitions = self._definitions(repo, {r["callee"] for r in sites})
         imported: dict[str, list[str]] = defaultdict(list)
         for r in self._db.read("SELECT file, module FROM imports WHERE repo=:repo", {"repo": repo}):
             imported[r["file"]].append(r["module"])
-        out: set[str] = set()
+        out: list[tuple[Row, list[str]]] = []
         for r in sites:
             rows = definitions[r["callee"]]
             picked = self._pick(rows, r["receiver_type"], r["file"], r["receiver"])
@@ -215,7 +239,7 @@ class Graph:
                 picked = [
                     d["unit_id"] for d in rows if any(_imports_file(m, d["file"]) for m in modules)
                 ]
-            out.update(picked)
+            out.append((r, picked))
         return out
 
 
