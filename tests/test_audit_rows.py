@@ -11,14 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
-from tests.liveserver import live_server, wait_complete
+from tests.liveserver import live_server, mcp_tool, wait_complete
 
 pytestmark = pytest.mark.slow
 
@@ -46,16 +42,7 @@ def _cited(body: dict[str, Any]) -> list[str]:
 
 
 def _mcp_ask(base: str, query: str) -> dict[str, Any]:
-    async def call() -> dict[str, Any]:
-        async with (
-            httpx2.AsyncClient(headers=ADA, timeout=300) as http,
-            Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
-        ):
-            result = await c.call_tool("ask", {"query": query, "repo": "sample"})
-        assert not result.is_error, result.content
-        return result.structured_content or json.loads(result.content[0].text)
-
-    return anyio.run(call)
+    return mcp_tool(base, ADA, "ask", {"query": query, "repo": "sample"})
 
 
 def test_each_request_is_one_row_with_its_refusal_and_cited_ranges(

@@ -2,7 +2,8 @@
 aborted streams, and /retrieve. An endpoint that writes its own row (with files and tokens) marks
 the request through ``audit.current_call``, so no call is logged twice; a request made inside
 another one in this process (/ask's own /retrieve, the /ask of an MCP tool) hands its row to that
-one (``audit.Call.outer``), so one user request is one row."""
+one (``audit.Call.outer``), and one signed by another service (compose) writes none or writes
+the outer's (``audit.inner_endpoint``), so one user request is one row."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ AUDITED = {
 STREAMED = ("ask", "chat")
 """Endpoints that write their own row when their answer is whole: one the middleware must write
 after a success status was sent ended early (the client left, or the stream broke)."""
+
+ROW_WRITTEN = (audit.INNER_HEADER.encode(), b"written")
+"""The response header that tells a signed caller this service writes its row."""
 
 MAX_QUERY_CHARS = 4000
 """Longest query text stored for a rejected request."""
@@ -99,6 +103,11 @@ class AuditMiddleware:
         async def send_status(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+                if call.endpoint:  # the signed caller learns that its row is written here
+                    message = {
+                        **message,
+                        "headers": [*message.get("headers", []), ROW_WRITTEN],
+                    }
             elif message["type"] == "http.response.body" and endpoint == "retrieve":
                 response_body.extend(message.get("body", b""))
             await send(message)
@@ -112,6 +121,11 @@ class AuditMiddleware:
         if outer is not None and user == "anonymous":
             user = outer.user  # /ask's in-process /retrieve acts for /ask's caller
         call = audit.Call(user, outer=outer)
+        within = audit.inner_endpoint(
+            get_settings(), headers.get(audit.INNER_HEADER), headers.get("authorization", "")
+        )
+        if within is not None:  # another service's request inside a user's: one row in all
+            call.discard, call.endpoint = within == "", within
         token = audit.current_call.set(call)
         try:
             await self.app(scope, receive_body, send_status)

@@ -52,7 +52,8 @@ def install(app: FastAPI):
             base_url="http://localhost", transport=httpx.ASGITransport(app=app), timeout=600
         )
 
-    server = build_server(client)
+    # over HTTP the services of this deployment write the tool's row (one row per call)
+    server = build_server(client, signed_rows=bool(settings.api_url))
     # DNS-rebinding protection only where it means something: a server on loopback.
     security: TransportSecuritySettings | None = TransportSecuritySettings(
         enable_dns_rebinding_protection=False

@@ -4,22 +4,31 @@ as CSV over HTTP and the CLI.
 
 A request served inside another one in this process (/ask's own /retrieve, the /ask an MCP tool
 calls) writes no row of its own: it hands its row to the outer request's, which records the
-request once."""
+request once. Across processes (compose) the outer service signs its inner request
+(``inner_header``): the inner one then writes no row (the generator's /retrieve) or writes the
+outer's row under the outer's name (MCP's ``ask`` tool calling /ask through the gateway)."""
 
 from __future__ import annotations
 
 import contextvars
 import csv
+import hashlib
+import hmac
 import io
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from coderag import auth
 from coderag.auth import Principal
 from coderag.errors import InvalidInput
 from coderag.store import Catalog, audit_log
+
+if TYPE_CHECKING:
+    from coderag.settings import Settings
 
 CSV_COLUMNS = ("id", "ts", *audit_log.COLUMNS)
 """Columns of the export, in order."""
@@ -58,13 +67,16 @@ class AuditRow:
 class Call:
     """One request being served: who asked, the request it serves (``outer``, when it runs
     inside another one in this process), whether its row is settled, and the row of a request
-    it served in turn (``served``). ``discard`` writes nothing (the server's own warm-up)."""
+    it served in turn (``served``). ``discard`` writes nothing (the server's own warm-up, a
+    signed inner request whose outer service writes the row); ``endpoint`` names the row as
+    the signed outer request asked (``mcp/ask``)."""
 
     user: str
     outer: Call | None = None
     recorded: bool = False
     served: AuditRow | None = None
     discard: bool = False
+    endpoint: str = ""
 
     def discarded(self) -> bool:
         """Whether this call's rows are thrown away (it runs under a warm-up)."""
@@ -79,6 +91,54 @@ is logged twice and an inner request's row goes to its outer one."""
 
 observers: list[Callable[[str, str, float], None]] = []
 """Called as observer(endpoint, status, response_ms) for every row written (metrics)."""
+
+
+INNER_HEADER = "x-coderag-audit"
+"""The header a service sends on a request it makes inside a user's request of its own."""
+
+INNER_WINDOW_S = 600
+"""How long a signed inner header is honoured (an answer's calls fall well within it)."""
+
+
+def _inner_key(settings: Settings) -> bytes:
+    # derived from what every service of one deployment shares and no reader knows: the API
+    # tokens and the Redis and database URLs (compose requires a Redis password). Without tokens
+    # every caller is an admin who names itself (X-User), so the log is no stronger than the
+    # network either way.
+    shared = "\0".join(
+        (
+            "coderag-audit-v1",
+            settings.api_tokens,
+            settings.redis_url or "",
+            settings.database_url or "",
+        )
+    )
+    return hashlib.sha256(shared.encode("utf-8", "replace")).digest()
+
+
+def _signature(key: bytes, endpoint: str, stamp: str, authorization: str) -> str:
+    message = f"{endpoint}\n{stamp}\n{authorization}".encode("utf-8", "replace")
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def inner_header(settings: Settings, endpoint: str, authorization: str) -> str:
+    """The ``INNER_HEADER`` value of a request made inside a user's request: the inner service
+    writes no row (``endpoint`` empty; the outer writes it) or writes it as ``endpoint``."""
+    stamp = str(int(time.time()))
+    return f"{endpoint};{stamp};{_signature(_inner_key(settings), endpoint, stamp, authorization)}"
+
+
+def inner_endpoint(settings: Settings, value: str | None, authorization: str) -> str | None:
+    """What a signed inner request asks of its row (``""``: none; else the row's endpoint), or
+    None when the header is absent, forged, stale or sent with another caller's token."""
+    if not value:
+        return None
+    endpoint, _, rest = value.partition(";")
+    stamp, _, signature = rest.partition(";")
+    if not stamp.isdigit() or abs(time.time() - int(stamp)) > INNER_WINDOW_S:
+        return None
+    expected = _signature(_inner_key(settings), endpoint, stamp, authorization)
+    return endpoint if hmac.compare_digest(expected, signature) else None
 
 
 def text(value: str) -> str:
@@ -109,11 +169,13 @@ def record(
     """Append one audit row (text that is not valid Unicode, a lone surrogate from a JSON
     escape, or a NUL is stored with ``?`` in its place: the row is written whatever the request
     held); inside an outer request the row is handed to it instead (``Call.served``)."""
+    call = current_call.get()
+    if call is not None and call.endpoint:
+        endpoint = call.endpoint
     row = AuditRow(
         user, endpoint, repo, query, list(files), input_tokens, response_ms, status, refusal,
         list(cited),
     )  # fmt: skip
-    call = current_call.get()
     if call is not None:
         call.recorded = True
         if call.outer is not None:  # the outer request's row records this one

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, FastAPI, Header, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from coderag import audit
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.responses import errors
 from coderag.schemas import AskRequest, AskResponse
@@ -37,9 +38,11 @@ def asker(request: Request, settings: SettingsDep, catalog: CatalogDep, user: Us
     caller's authorization goes along."""
     auth = request.headers.get("authorization")
     headers = {"authorization": auth} if auth else {}
+    # the retriever in another process writes no row for the /retrieve this /ask makes
+    inner = {audit.INNER_HEADER: audit.inner_header(settings, "", auth or "")}
     return Asker(
         user,
-        connect(RetrieverClient, settings.retriever_url, request.app, headers),
+        connect(RetrieverClient, settings.retriever_url, request.app, headers | inner),
         connect(ParserClient, settings.parser_url, request.app, headers),
         catalog,
         settings,
