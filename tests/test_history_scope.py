@@ -302,3 +302,63 @@ def test_a_named_path_stays_whole_in_what_is_searched() -> None:
     assert named_paths("谁最后修改了 cors.py？") == ["cors.py"]
     assert named_paths("Who last changed the routing code and when?") == []
     assert named_paths("When was App.route last modified?") == []
+
+
+@pytest.fixture
+def webkit_later(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    """webkit with three more commits, all before the last two days: a middleware package file,
+    a commit that only deletes lines of gzip.py, and the newest, a change to that package file."""
+    root = tmp_path / "webkit"
+    shas = build_webkit(root)
+    (root / "webkit/middleware/__init__.py").write_text('"""Middleware."""\n\nVERSION = "1"\n')
+    shas["package"] = _commit(root, "Middleware package", 2.9, "Fay Wray")
+    _edit(root, "webkit/middleware/gzip.py", '"""Response compression."""\n\n', "")
+    shas["deletion"] = _commit(root, "GZip: drop the module docstring", 2.6, "Gus Grissom")
+    _edit(root, "webkit/middleware/__init__.py", '"1"', '"2"')
+    shas["version"] = _commit(root, "Middleware 2", 2.3, "Hal Jordan")
+    with TestClient(create_app()) as client:
+        reply = client.post("/repos", json={"name": "webkit", "path": str(root)})
+        assert reply.status_code == 202, reply.text
+        assert wait_ready(client, "webkit", timeout=600)["status"] == "ready"
+        yield client, shas
+
+
+@pytest.mark.slow
+def test_a_folder_and_a_deletion_count_as_changes(
+    webkit_later: tuple[TestClient, dict[str, str]],
+) -> None:
+    client, shas = webkit_later
+    # blame credits nothing to a commit that only deleted lines: the file's log does (issue 43's
+    # trial: "what changed recently" named an older commit as the last change)
+    body = ask(client, "What changed in webkit/middleware/gzip.py in the last 2 days?")
+    answer = body["answer"]
+    assert body["refused"] is False, body
+    assert "No commit" in answer and f"`{shas['deletion']}` by Gus Grissom" in answer, answer
+
+    # a folder is every indexed file inside it, whichever of them the search found
+    body = ask(client, "Who last changed webkit/middleware?")
+    answer = body["answer"]
+    assert body["refused"] is False, body
+    assert first_commit(answer) == shas["version"], answer
+    assert "the folder `webkit/middleware`" in answer, answer
+    for key in ("deletion", "package", "gzip", "cors"):
+        assert shas[key] in answer, (key, answer)
+    for key in ("routing", "app_route"):
+        assert shas[key] not in answer, (key, answer)
+    body = ask(client, "What changed recently in the middleware/ folder, in the last 2 days?")
+    answer = body["answer"]
+    assert "No commit" in answer and f"`{shas['version']}` by Hal Jordan" in answer, answer
+
+    # the route itself: a folder's commits with the files they changed there
+    reply = client.post(
+        "/repos/webkit/history",
+        json={"ranges": [{"file": "webkit/middleware", "start_line": 1, "end_line": 10**9}],
+              "log": True},
+    )  # fmt: skip
+    assert reply.status_code == 200, reply.text
+    (folder,) = reply.json()["ranges"]
+    assert folder["folder"] is True and folder["last"]["commit"] == shas["version"], folder
+    assert folder["changes"][1]["files"] == ["webkit/middleware/gzip.py"], folder
+    assert [c["commit"] for c in folder["changes"]][:3] == [
+        shas["version"], shas["deletion"], shas["package"]
+    ], folder  # fmt: skip

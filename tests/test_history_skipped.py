@@ -70,6 +70,13 @@ def test_history_answers_a_skipped_file_as_one_the_repository_does_not_have(
     assert indexed["end_line"] == 2 and indexed["last"]["commit"] == second, indexed
     assert len(indexed["changes"]) == 2, indexed
     unknown = {**answered.pop("nothere.py"), "file": None}
-    assert unknown == {"file": None, "start_line": 1, "end_line": END, "last": None, "changes": []}
+    assert unknown == {
+        "file": None,
+        "start_line": 1,
+        "end_line": END,
+        "last": None,
+        "changes": [],
+        "folder": False,
+    }
     for path in SKIPPED:
         assert {**answered[path], "file": None} == unknown, (path, answered[path])

@@ -470,19 +470,23 @@ class CommitFact(BaseModel):
 
 
 class RangeChange(CommitFact):
-    """A commit that changed a range, with the ``[first, last]`` lines it changed there."""
+    """A commit that changed a range, with the ``[first, last]`` lines it changed there (or, for
+    a folder, the indexed ``files`` it changed there)."""
 
     ranges: list[list[int]] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
 
 
 class RangeHistory(BaseModel):
-    """One range's last commit and, when asked, the commits that changed it (newest first)."""
+    """One range's last commit and, when asked, the commits that changed it (newest first); a
+    range naming a folder (``folder``) is answered for the indexed files inside it."""
 
     file: str
     start_line: int
     end_line: int
     last: CommitFact | None = None
     changes: list[RangeChange] = Field(default_factory=list)
+    folder: bool = False
 
 
 class HistoryResponse(BaseModel):

@@ -24,6 +24,9 @@ MAX_UNITS = 3
 MAX_COMMITS = 5
 """Commits listed when the question names no window."""
 
+MAX_FILES = 4
+"""Files named per commit of a folder's history."""
+
 SIMILARITY_MARGIN = 0.03
 """A runner-up joins the best unit only when its similarity is this close to the best."""
 
@@ -33,6 +36,9 @@ WHOLE_FILE = 1_000_000_000
 
 FILE_TARGET = "file history"
 """The ``kind`` of a whole-file target, which no unit has."""
+
+FOLDER_TARGET = "folder history"
+"""The ``kind`` of a folder target: the history of every indexed file inside it."""
 
 _IDENT = re.compile(r"`([^`]+)`|([A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_]\w*)*)(?:\(\))?")
 _NAME_PARTS = re.compile(r"\.|::")
@@ -104,10 +110,42 @@ def _files(hits: list[Hit]) -> list[tuple[str, Hit]]:
     return list(seen.items())
 
 
+def _folder(path: str, files: list[str]) -> str | None:
+    """The repository folder a named path means (``supervisors`` of
+    ``uvicorn/supervisors/statreload.py``), when it names a folder rather than a file: no
+    extension, and it is no file but holds one (or, not seen among the hits, has a ``/``)."""
+    path = path.strip("/")
+    if not path or "." in path.rsplit("/", 1)[-1] or any(_in_file(f, path) for f in files):
+        return None
+    for f in files:
+        if f.startswith(path + "/"):
+            return path
+        if (at := f.find("/" + path + "/")) >= 0:
+            return f[: at + 1 + len(path)]
+    return path if "/" in path else None
+
+
+def _in_file(file: str, path: str) -> bool:
+    return file == path or file.endswith("/" + path)
+
+
+def folder_target(folder: str) -> Hit:
+    """A target standing for every indexed file inside ``folder``."""
+    return Hit(
+        file=folder, start_line=1, end_line=WHOLE_FILE, symbol=folder, kind=FOLDER_TARGET,
+        language="", score=0.0,
+    )  # fmt: skip
+
+
 def _named_files(query: str, hits: list[Hit]) -> list[Hit]:
     out: list[Hit] = []
     files = _files(hits)
     for path in named_paths(query):
+        if (folder := _folder(path, [f for f, _ in files])) is not None:
+            # a folder's last change may be in a file no hit is in (issue 43's trial)
+            if folder not in {o.file for o in out}:
+                out.append(folder_target(folder))
+            continue
         found = [whole_file(f, h) for f, h in files if _in_path(f, path)]
         if not found and "/" in path.strip("/") and "." in path.rsplit("/", 1)[-1]:
             found = [whole_file(path)]  # the history route knows whether the file is there
@@ -184,6 +222,8 @@ def _spans_of(units: list[Hit], history: HistoryResponse) -> list[tuple[str, int
 
 
 def _what(p: dict[str, Any], u: Hit, span: tuple[str, int, int]) -> str:
+    if u.kind == FOLDER_TARGET:
+        return p["folder"].format(folder=u.file)
     if u.kind == FILE_TARGET:
         return p["file"].format(file=u.file)
     return p["what"].format(symbol=u.symbol, place=f"{u.file}:{span[1]}-{span[2]}")
@@ -197,7 +237,12 @@ def compose(units: list[Hit], history: HistoryResponse, win: Window | None, lang
     what = p["and"].join(_what(p, u, s) for u, s in zip(units, spans, strict=True))
     if not history.has_history:
         return p["no_history"].format(what=what)
-    missing = [u.file for u, s in zip(units, spans, strict=True) if s[2] >= WHOLE_FILE]
+    folders = {r.file for r in history.ranges if r.folder}
+    missing = [
+        u.file
+        for u, s in zip(units, spans, strict=True)
+        if s[2] >= WHOLE_FILE and u.file not in folders
+    ]
     if missing and len(missing) == len(units):
         return p["no_file"].format(file=p["and"].join(f"`{f}`" for f in missing))
     commits: dict[str, RangeChange] = {}
@@ -208,7 +253,12 @@ def compose(units: list[Hit], history: HistoryResponse, win: Window | None, lang
             last = r.last
         for c in r.changes:
             commits.setdefault(c.commit, c)
-            changed = p["changed"].format(file=r.file, ranges=_spans(c.ranges))
+            if r.folder:
+                changed = p["join"].join(c.files[:MAX_FILES]) + (
+                    "…" if len(c.files) > MAX_FILES else ""
+                )
+            else:
+                changed = p["changed"].format(file=r.file, ranges=_spans(c.ranges))
             where.setdefault(c.commit, []).append(changed)
     ordered = sorted(commits.values(), key=lambda c: c.date, reverse=True)
     since = _day(win.since.isoformat()) if win and win.since else "…"

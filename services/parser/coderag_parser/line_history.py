@@ -78,6 +78,72 @@ def last_commit(root: Path, path: str, start: int, end: int) -> CommitFact | Non
     )
 
 
+def _fact(head: str) -> tuple[str, str, int, str]:
+    sha, author, stamp, subject = ([*head.split("\x1f"), "", "", "0", ""])[:4]
+    return sha, author, int(stamp or 0), subject
+
+
+def last_touch(root: Path, pathspec: list[str], follow: bool = False) -> CommitFact | None:
+    """The newest commit that changed anything under ``pathspec``, a deletion included (blame
+    credits a commit only with the lines it left: one that only deleted or re-indented lines
+    was missed as a file's or folder's last change)."""
+    args = ["-1", "--no-textconv", "--no-ext-diff", "--format=%H%x1f%an%x1f%at%x1f%s"]
+    try:
+        out = gitsync.open_repo(root).git.log(
+            *args, *(["--follow"] if follow else []), "--", *pathspec
+        )
+    except _ERRORS:
+        return None
+    if not out.strip():
+        return None
+    sha, author, stamp, subject = _fact(out.strip().splitlines()[0])
+    return CommitFact(commit=sha[:7], author=author, date=_iso(stamp), summary=subject)
+
+
+def folder_changes(
+    root: Path,
+    folder: str,
+    indexed: set[str],
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[RangeChange]:
+    """Commits that changed indexed files inside ``folder``, newest first, whose author date lies
+    in ``[since, until)``; each with the indexed files it changed there."""
+    args = ["--no-textconv", "--no-ext-diff", "--name-only", "--format=%x1e%H%x1f%an%x1f%at%x1f%s"]
+    args.append(f"-n{MAX_LOG * 5}")
+    if since is not None:
+        args.append(f"--since={int(since.timestamp())}")
+    try:
+        out = gitsync.open_repo(root).git.log(*args, "--", _literal(folder))
+    except _ERRORS:
+        return []
+    found: list[RangeChange] = []
+    for record in out.split("\x1e")[1:]:
+        head, _, names = record.partition("\n")
+        sha, author, stamp, subject = _fact(head)
+        when = datetime.fromtimestamp(stamp, UTC)
+        files = [f for f in names.split() if f in indexed]
+        if (
+            not files
+            or (since is not None and when < since)
+            or (until is not None and when >= until)
+        ):
+            continue
+        found.append(
+            RangeChange(
+                commit=sha[:7], author=author, date=_iso(stamp), summary=subject, files=files
+            )
+        )
+        if len(found) >= MAX_LOG:
+            break
+    return found
+
+
+def _literal(path: str) -> str:
+    """A pathspec that means ``path`` exactly (no glob or magic in a folder's name)."""
+    return ":(literal)" + path.strip("/")
+
+
 def changed_lines(diff: str) -> list[list[int]]:
     """The post-image lines a diff adds or changes, as ``[first, last]`` ranges (a pure deletion
     marks the line after it)."""
@@ -169,8 +235,10 @@ def history(
 ) -> HistoryResponse:
     """Last commit of each range and, with ``log``, the commits that changed it in the window; a
     range that runs past its file's end is answered (and returned) up to the file's last line.
-    A file the index does not hold (never there, or one it skipped: binary, too large, excluded)
-    is answered as unknown: the range as asked, no commit."""
+    A whole file's last commit is the newest that touched it, a deletion included. A folder
+    that holds indexed files is answered for them (``folder``: the commits that changed them,
+    each with the files). A file the index does not hold (never there, or one it skipped:
+    binary, too large, excluded) is answered as unknown: the range as asked, no commit."""
     root = trees.root(catalog, settings, name)  # 404 for an unknown repository comes first
     since, until = _when(body.since, "since"), _when(body.until, "until")
     if not has_history(root):
@@ -181,15 +249,31 @@ def history(
     out = []
     for asked in body.ranges:
         if asked.file not in indexed:
-            out.append(RangeHistory(**asked.model_dump(), last=None, changes=[]))
+            inside = catalog.indexed_under(name, asked.file)
+            if not inside:
+                out.append(RangeHistory(**asked.model_dump(), last=None, changes=[]))
+                continue
+            every = folder_changes(root, asked.file, inside)
+            windowed = since is not None or until is not None
+            log = folder_changes(root, asked.file, inside, since, until) if windowed else every
+            last = (
+                CommitFact(**every[0].model_dump(include=set(CommitFact.model_fields)))
+                if every
+                else None
+            )
+            out.append(
+                RangeHistory(
+                    **asked.model_dump(), last=last, changes=log if body.log else [], folder=True
+                )
+            )
             continue
         r = clamp(root, asked)
         log = changes(root, r.file, r.start_line, r.end_line, since, until) if body.log else []
-        out.append(
-            RangeHistory(
-                **r.model_dump(),
-                last=last_commit(root, r.file, r.start_line, r.end_line),
-                changes=log,
-            )
+        whole = r.start_line == 1 and r.end_line == line_count(root, r.file)
+        last = (
+            last_touch(root, [r.file], follow=True)
+            if whole
+            else last_commit(root, r.file, r.start_line, r.end_line)
         )
+        out.append(RangeHistory(**r.model_dump(), last=last, changes=log))
     return HistoryResponse(repo=name, has_history=True, ranges=out)

@@ -233,6 +233,15 @@ class Files:
         )
         return {r["path"] for r in rows}
 
+    def indexed_under(self, repo: str, folder: str) -> set[str]:
+        """The indexed files of the repository inside ``folder`` (a path without its ``/``)."""
+        prefix = folder.strip("/") + "/"
+        rows = self.db.read(
+            "SELECT path FROM files WHERE repo=:repo AND substr(path, 1, :n) = :prefix",
+            {"repo": repo, "n": len(prefix), "prefix": prefix},
+        )
+        return {r["path"] for r in rows}
+
     def total_lines(self, repo: str) -> int:
         """Lines of every indexed file of a repository."""
         rows = self.db.read("SELECT SUM(lines) FROM files WHERE repo=:r", {"r": repo})
