@@ -72,8 +72,9 @@ def test_follow_up_is_rewritten_and_retrieves_the_unit(
         client, {"query": "what about its error handling?", "repo": "s", "session_id": "t1"}
     )
     retrieval = follow["retrieval"][0]
-    # the pronoun becomes the cited symbol; the earlier question's key terms are prepended
-    assert retrieval["query"] == "validate request Service.ProcessOrder's error handling?"
+    # the pronoun becomes the cited symbol; the follow-up has a subject of its own (error
+    # handling), so only the names the earlier question typed would be prepended: none is left
+    assert retrieval["query"] == "Service.ProcessOrder's error handling?"
     assert (retrieval["results"][0]["file"], retrieval["results"][0]["symbol"]) == GO
     done = follow["done"][0]
     assert done["session_id"] == "t1" and done["citations"][0]["file"] == GO[0]
@@ -163,6 +164,21 @@ def test_rewrite_rules() -> None:
         == "CORS where is the allowed origin checked?"
     )
     assert rewrite("and what about the max age header?", cors) == "CORS the max age header?"
+    # ... and never the symbol a rewrite put in place of "it": the next subject is its own
+    trust = "How does uvicorn decide whether to trust the X-Forwarded-For header?"
+    chain = [
+        *_conversation(trust, ["get_trusted_client_host"]),
+        Turn(
+            "user",
+            "Who last changed it?",
+            "",
+            {"query": "Who last changed get_trusted_client_host?"},
+        ),
+        Turn("assistant", "...", "", {"symbols": ["get_trusted_client_host"]}),
+    ]
+    assert "Who last changed get_trusted_client_host?" in rewrite("Who last changed it?", chain[:2])
+    ws = "And where are WebSocket messages limited in size?"
+    assert rewrite(ws, chain) == "where are WebSocket messages limited in size?"
 
 
 def test_history_goes_into_the_prompt_within_budget() -> None:

@@ -208,8 +208,12 @@ def rewrite(query: str, turns: list[Turn]) -> str:
         taken = {t.lower() for t in subject}
         if len([t for t in key_terms(text) if t.lower() not in taken]) >= OWN_SUBJECT:
             # "and where is the allowed origin checked?" has a subject of its own: the previous
-            # question lends its names only, or its units outrank the ones asked for (issue 43)
-            prefix = [t for t in prefix if _named(t)] or prefix[:OWN_SUBJECT]
+            # question lends only the names its asker typed, or its units outrank the ones asked
+            # for; never a symbol a rewrite put in its place ("who last changed it?" became
+            # "... get_trusted_client_host?", which then led every later answer: issue 43's
+            # second trial)
+            typed = key_terms(last_q.content)
+            prefix = [t for t in typed if _named(t) and t.lower() not in text.lower()]
         text = " ".join([*prefix, text.strip()])
     return text.strip() or query
 
