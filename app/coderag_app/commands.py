@@ -1,5 +1,6 @@
-"""The CLI's repository, agent and database commands: ``repos``, ``reindex``, ``health``, ``mcp``,
-``copy-database`` and ``chroma``, each with ``--json`` where a script reads the output."""
+"""The CLI's repository, agent, access and database commands: ``repos``, ``reindex``, ``health``,
+``mcp``, ``grants-sync``, ``copy-database`` and ``chroma``, each with ``--json`` where a script
+reads the output."""
 
 from __future__ import annotations
 
@@ -168,6 +169,15 @@ def cmd_chroma(args: argparse.Namespace) -> int:
     return serve(path, args.host, args.port, args.sweep_every or SWEEP_EVERY_S)
 
 
+def cmd_grants_sync(args: argparse.Namespace) -> int:
+    """Write the grants file from the teams of a GitHub or Gitea organization or a GitLab group
+    (docs/ACCESS.md, Grants from the code host)."""
+    # imported here so that `coderag --help` and every other command start fast
+    from coderag_app.grants_sync import run
+
+    return run(args)
+
+
 def add_commands(sub: Any) -> None:
     """Add this module's subcommands to the CLI's subparsers."""
     s = sub.add_parser("repos", help=cmd_repos.__doc__)
@@ -205,3 +215,27 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--sweep-every", type=float, help="seconds between sweeps (default 5)")
     s.set_defaults(func=cmd_chroma)
+    s = sub.add_parser("grants-sync", help=cmd_grants_sync.__doc__)
+    s.add_argument("--host", required=True, choices=("github", "gitlab", "gitea"))
+    s.add_argument(
+        "--org", required=True, help="the organization (GitLab: the top group's path or id)"
+    )
+    s.add_argument(
+        "--api-url",
+        help="the API's root (default https://api.github.com, https://gitlab.com/api/v4; "
+        "required for gitea: https://git.example.com/api/v1)",
+    )
+    s.add_argument(
+        "--token-env",
+        help="the environment variable holding the host's token (default GITHUB_TOKEN, "
+        "GITLAB_TOKEN or GITEA_TOKEN)",
+    )
+    s.add_argument(
+        "--users",
+        help='a TOML file: [users] login = "coderag user", [repos] "org/name" = ["repo"]',
+    )
+    s.add_argument("--base", help="a grants file whose own entries the sync keeps")
+    s.add_argument("--out", help="the grants file to write (default: CODERAG_GRANTS)")
+    s.add_argument("--dry-run", action="store_true", help="print the file, write nothing")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s.set_defaults(func=cmd_grants_sync)
