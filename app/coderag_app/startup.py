@@ -91,11 +91,13 @@ PROGRESS = Progress()
 
 
 def show_log() -> None:
-    """Print the start-up log to stderr as uvicorn prints its own (``INFO:     ...``), once."""
+    """Print the start-up log, and each repository's index when complete, to stderr as uvicorn
+    prints its own (``INFO:     ...``), once."""
     if log.handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s:     coderag: %(message)s"))
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False  # a library's handler on the root logger would print it twice
+    for shown in (log, logging.getLogger("coderag.index")):  # and when an index is complete
+        shown.addHandler(handler)
+        shown.setLevel(logging.INFO)
+        shown.propagate = False  # a library's handler on the root logger would print it twice

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+
 from coderag import chain
 from coderag.chain import Skip, Stage
 from coderag.jobs import IndexRepo, Refreshed, RefreshRepo, Skipped, handles
 from coderag.store import refs
 from coderag_retriever.clustering import refresh
 from coderag_retriever.index import get_index_cache
+
+progress = logging.getLogger("coderag.index")
+"""Says when a repository's index is complete (the server prints it: issue 43's second trial
+found no line saying so)."""
 
 
 @handles(RefreshRepo)
@@ -25,6 +31,10 @@ def _refresh(stage: Stage, job: RefreshRepo) -> Refreshed:
             refresh(catalog, name, settings)
     if not catalog.chains.publish_complete(name, stage.registration, files, units, job.commit):
         raise Skip("deleted")
+    at = f" at {job.commit[:12]}" if job.commit else ""
+    progress.info(
+        "%s is indexed%s: %d files, %d units; every route is ready", name, at, files, units
+    )
     if chain.finish_chain(catalog, name, stage.token):
         stage.next(IndexRepo(repo=name))  # a reindex asked for while this chain ran
     for key in refs.waiting_on(catalog, name):

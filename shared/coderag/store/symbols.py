@@ -78,6 +78,21 @@ class Symbols:
         )
         return [Definition(*r) for r in rows]
 
+    def most_called(self, repo: str, limit: int) -> list[Symbol]:
+        """Functions, methods and classes outside tests that the most call sites name (names
+        of four or more characters, none private), most first: a repository's landmarks."""
+        rows = self._db.read(
+            "SELECT s.name, s.qualified, s.kind, s.file, s.start_line, s.end_line, s.unit_id "
+            "FROM symbols s JOIN units u ON u.id = s.unit_id "
+            "JOIN calls c ON c.repo = s.repo AND c.callee = s.name "
+            "WHERE s.repo=:repo AND s.kind IN ('function', 'method', 'class') AND u.is_test=0 "
+            "AND LENGTH(s.name) >= 4 AND SUBSTR(s.name, 1, 1) <> '_' "
+            "GROUP BY s.name, s.qualified, s.kind, s.file, s.start_line, s.end_line, s.unit_id "
+            "ORDER BY COUNT(*) DESC, s.qualified LIMIT :limit",
+            {"repo": repo, "limit": limit},
+        )
+        return [Symbol(*r) for r in rows]
+
     def unit_of(self, repo: str, qualified: str) -> str | None:
         """The id of the unit defining a qualified name, None when none does."""
         rows = self._db.read(
