@@ -38,6 +38,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test gets its own SQLite file and embedded Chroma."""
     data = tmp_path / "data"
     monkeypatch.setenv("CODERAG_DATA_DIR", str(data))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # servers announced there
     for var in (
         "REDIS_URL",
         "CODERAG_REDIS_URL",

@@ -31,6 +31,8 @@ def child_env(data_dir: Path, **extra: str) -> dict[str, str]:
     # the test's temporary folders, where its repositories live, may be registered by path
     env["CODERAG_REPO_ROOTS"] = str(data_dir.parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    # a server announces itself there (coderag_app.running): each test's servers to its own
+    env["XDG_STATE_HOME"] = str(data_dir.parent / "state")
     env.update(extra)
     return env
 

@@ -155,25 +155,31 @@ def test_a_request_is_one_row_when_the_services_run_apart(
         assert (row["endpoint"], row["status"]) == ("mcp/search_code", "ok")
         _, row = one_row(lambda: _mcp(base, "list_repos", {}))
         assert (row["endpoint"], row["status"]) == ("mcp/list_repos", "ok")
+        # a tool that reads (GET) is a row too, naming its repository and what it read
+        read = {"repo": "sample", "file": "src/go/sample.go", "start_line": 1, "end_line": 5}
+        _, row = one_row(lambda: _mcp(base, "read_range", read))
+        assert (row["endpoint"], row["repo"], row["status"]) == ("mcp/read_range", "sample", "ok")
+        assert "src/go/sample.go" in row["query"], row
 
         # /retrieve asked by a client is a row of its own; a forged signature, or the signature
         # of another caller's request, hides nothing
         query = {"query": "process an order", "repo": "sample", "top_k": 3}
         _, row = one_row(lambda: http.post("/retrieve", json=query))
         assert (row["endpoint"], row["user"]) == ("retrieve", "ada")
-        forged = {audit.INNER_HEADER: f";{int(time.time())};{'0' * 64}"}
+        forged = {audit.INNER_HEADER: f"{int(time.time())};{'0' * 64}"}
         _, row = one_row(lambda: http.post("/retrieve", json=query, headers=forged))
         assert row["endpoint"] == "retrieve"
         services = Settings(api_tokens=TOKENS)
-        bobs = {audit.INNER_HEADER: audit.inner_header(services, "", f"Bearer {BOB_TOKEN}")}
+        bobs = {audit.INNER_HEADER: audit.inner_header(services, f"Bearer {BOB_TOKEN}")}
         _, row = one_row(lambda: http.post("/retrieve", json=query, headers=bobs))
         assert (row["endpoint"], row["user"]) == ("retrieve", "ada")
-        renamed = {audit.INNER_HEADER: audit.inner_header(services, "mcp/x", "Bearer nobody")}
-        _, row = one_row(lambda: http.post("/retrieve", json=query, headers=renamed))
+        stale = audit.inner_header(services, f"Bearer {ADA_TOKEN}").split(";")[1]
+        old = {audit.INNER_HEADER: f"{int(time.time()) - 3600};{stale}"}
+        _, row = one_row(lambda: http.post("/retrieve", json=query, headers=old))
         assert row["endpoint"] == "retrieve"
         # the services' own signature does what the generator's does: no row of its own
         before = len(_rows(http))
-        signed = {audit.INNER_HEADER: audit.inner_header(services, "", f"Bearer {ADA_TOKEN}")}
+        signed = {audit.INNER_HEADER: audit.inner_header(services, f"Bearer {ADA_TOKEN}")}
         assert http.post("/retrieve", json=query, headers=signed).status_code == 200
         time.sleep(0.5)
         assert len(_rows(http)) == before

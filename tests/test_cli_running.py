@@ -4,6 +4,9 @@ they say exactly what to do and leave no empty ``data/`` behind."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import subprocess
 import sys
 import time
@@ -95,3 +98,69 @@ def test_ask_and_mcp_use_the_running_server(sample_repo: Path, data_dir: Path) -
 
         assert any("sample" in text for text in anyio.run(listed))
         assert not (folder / "data").exists()
+
+
+def test_they_find_a_server_on_any_port_and_its_rows_are_the_tools(
+    sample_repo: Path, data_dir: Path
+) -> None:
+    """A server on a port of its own (``make run PORT=...``) announces itself: ``coderag ask``,
+    ``coderag mcp`` and ``coderag eval`` started from another folder find it with nothing set
+    (issue 43's second trial: they looked on the default port only), and each MCP tool call,
+    a read included, is one ``mcp/<tool>`` row written by the server."""
+    state = str(data_dir.parent / "state")
+    with live_server(data_dir, XDG_STATE_HOME=state) as base:
+        r = httpx.post(f"{base}/repos", json={"name": "sample", "path": str(sample_repo)})
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + 600
+        while not httpx.get(f"{base}/repos/sample").json().get("complete"):
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        (announced,) = list((data_dir.parent / "state" / "coderag" / "servers").glob("*.json"))
+        assert json.loads(announced.read_text())["url"] == base
+        folder = data_dir.parent / "agent-folder"
+        folder.mkdir()
+        env = _cli_env(data_dir.parent, XDG_STATE_HOME=state)
+        assert "CODERAG_URL" not in env
+        done = _run(["ask", "How is an order created?", "--repo", "sample"], folder, env)
+        assert done.returncode == 0 and "cites src/" in done.stdout, done.stderr
+
+        before = _export(base)
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "coderag_app.cli", "mcp"], env=env, cwd=str(folder)
+        )
+        read = {"repo": "sample", "file": "src/go/sample.go", "start_line": 1, "end_line": 5}
+
+        async def tools() -> None:
+            async with Client(params) as c:
+                for name, arguments in (
+                    ("list_repos", {}),
+                    ("search_code", {"query": "process an order", "repo": "sample"}),
+                    ("read_range", read),
+                    ("ask", {"query": "How is an order created?", "repo": "sample"}),
+                ):
+                    result = await c.call_tool(name, arguments)
+                    assert not result.is_error, (name, result.content)
+
+        anyio.run(tools)
+        rows = _export(base)[len(before) :]
+        assert [r["endpoint"] for r in rows] == [
+            "mcp/list_repos", "mcp/search_code", "mcp/read_range", "mcp/ask"
+        ], rows  # fmt: skip
+        assert rows[2]["repo"] == "sample" and json.loads(rows[3]["cited"]), rows
+
+        done = _run(["eval", "sample", "--limit", "3", "--json"], folder, env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert f"reading the index of the server at {base}" in done.stderr
+        assert not (folder / "data").exists()
+    # a stopped server's announcement (uvicorn ends on the signal it caught, past any finally)
+    # is not offered again, and goes when next read
+    from coderag.settings import get_settings
+    from coderag_app import running
+
+    assert running.running_servers(get_settings()) == [] and not announced.exists()
+
+
+def _export(base: str) -> list[dict[str, str]]:
+    r = httpx.get(f"{base}/audit/export.csv")
+    assert r.status_code == 200, r.text
+    return list(csv.DictReader(io.StringIO(r.text)))

@@ -2,14 +2,17 @@
 aborted streams, and /retrieve. An endpoint that writes its own row (with files and tokens) marks
 the request through ``audit.current_call``, so no call is logged twice; a request made inside
 another one in this process (/ask's own /retrieve, the /ask of an MCP tool) hands its row to that
-one (``audit.Call.outer``), and one signed by another service (compose) writes none or writes
-the outer's (``audit.inner_endpoint``), so one user request is one row."""
+one (``audit.Call.outer``), one signed by another service (compose) writes none
+(``audit.is_inner``), and one an MCP server sends over HTTP is its tool's row
+(``audit.TOOL_HEADER``, any method), so one user request is one row."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
+from urllib.parse import unquote, unquote_plus
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -33,8 +36,11 @@ STREAMED = ("ask", "chat")
 """Endpoints that write their own row when their answer is whole: one the middleware must write
 after a success status was sent ended early (the client left, or the stream broke)."""
 
-ROW_WRITTEN = (audit.INNER_HEADER.encode(), b"written")
-"""The response header that tells a signed caller this service writes its row."""
+ROW_WRITTEN = (audit.TOOL_HEADER.encode(), b"written")
+"""The response header that tells an MCP server this service writes its tool's row."""
+
+TOOL_NAME = re.compile(r"[a-z][a-z_]{0,39}")
+"""An MCP tool's name as ``TOOL_HEADER`` may give it."""
 
 MAX_QUERY_CHARS = 4000
 """Longest query text stored for a rejected request."""
@@ -71,6 +77,15 @@ def _fields(body: bytes) -> tuple[str, str]:
     ]
 
 
+def _target(scope: Scope) -> tuple[str, str]:
+    """The repository a path names (``/repos/{name}/...``) and the query string, redacted: what
+    a GET's row records (an MCP tool's read of a file or the call graph)."""
+    parts = scope.get("path", "").split("/")
+    repo = unquote(parts[2])[:64] if len(parts) > 2 and parts[1] == "repos" else ""
+    raw = scope.get("query_string", b"").decode("latin-1")
+    return repo, redact(unquote_plus(raw))[0][:MAX_QUERY_CHARS]
+
+
 def _files(body: bytes) -> list[str]:
     try:
         results = json.loads(body).get("results", [])
@@ -86,8 +101,18 @@ class AuditMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint = AUDITED.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if endpoint is None or scope.get("method") != "POST":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        # header bytes are latin-1 (ASGI); any byte may arrive, none may stop the row
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
+        }
+        tool = headers.get(audit.TOOL_HEADER, "")
+        endpoint = AUDITED.get(scope.get("path", "")) if scope.get("method") == "POST" else None
+        if TOOL_NAME.fullmatch(tool):
+            endpoint = f"mcp/{tool}"
+        if endpoint is None:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
@@ -103,7 +128,7 @@ class AuditMiddleware:
         async def send_status(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
-                if call.endpoint:  # the signed caller learns that its row is written here
+                if call.endpoint:  # the MCP server learns that its tool's row is written here
                     message = {
                         **message,
                         "headers": [*message.get("headers", []), ROW_WRITTEN],
@@ -112,20 +137,17 @@ class AuditMiddleware:
                 response_body.extend(message.get("body", b""))
             await send(message)
 
-        # header bytes are latin-1 (ASGI); any byte may arrive, none may stop the row
-        headers = {
-            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
-        }
         user = _user(headers)
         outer = audit.current_call.get()
         if outer is not None and user == "anonymous":
             user = outer.user  # /ask's in-process /retrieve acts for /ask's caller
-        call = audit.Call(user, outer=outer)
-        within = audit.inner_endpoint(
+        call = audit.Call(
+            user, outer=outer, endpoint=endpoint if endpoint.startswith("mcp/") else ""
+        )
+        # another service's request inside a user's: the outer request's row records it
+        call.discard = audit.is_inner(
             get_settings(), headers.get(audit.INNER_HEADER), headers.get("authorization", "")
         )
-        if within is not None:  # another service's request inside a user's: one row in all
-            call.discard, call.endpoint = within == "", within
         token = audit.current_call.set(call)
         try:
             await self.app(scope, receive_body, send_status)
@@ -145,6 +167,7 @@ class AuditMiddleware:
                             request_body,
                             response_body,
                             start,
+                            _target(scope),
                         )
             finally:
                 audit.current_call.reset(token)
@@ -158,9 +181,10 @@ class AuditMiddleware:
         request_body: bytearray,
         response_body: bytearray,
         start: float,
+        target: tuple[str, str] = ("", ""),
     ) -> None:
         try:
-            cls._record(endpoint, user, code, request_body, response_body, start)
+            cls._record(endpoint, user, code, request_body, response_body, start, target)
         except Exception:  # the answer is sent; a row that cannot be written is logged
             log.exception("audit row of %s by %s not written", endpoint, user)
 
@@ -172,11 +196,13 @@ class AuditMiddleware:
         request_body: bytearray,
         response_body: bytearray,
         start: float,
+        target: tuple[str, str] = ("", ""),
     ) -> None:
         outcome = "ok" if code < 400 else f"error {code}"
         if code < 400 and endpoint in STREAMED:
             outcome = "aborted"  # the stream ended before its done event, which writes the row
         repo, query = _fields(bytes(request_body))
+        repo, query = repo or target[0], query or target[1]
         audit.record(
             get_catalog(),
             user=user,

@@ -267,7 +267,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     boot = Boot(build, warm)
     server = uvicorn.Server(uvicorn.Config(boot, host=host, port=port, log_level="info"))
     boot.on_failure = lambda: setattr(server, "should_exit", True)
-    server.run()
+    with running.announced(running.url_of(host, port), settings):
+        server.run()
     if boot.error is not None:
         raise boot.error  # main() says what a setting or model got wrong, as before the boot
     return 0 if server.started else 3  # 3: uvicorn's own code for a port it could not bind
@@ -447,6 +448,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise InvalidInput("--limit must be at least 1")
     reference = load_reference()  # before the search: a malformed file fails at once
     settings = get_settings()
+    if running.local_index(settings) is None:
+        # eval reads the index itself: a server running elsewhere lends its data directory,
+        # else say what to do (an empty ./data blamed the repository: issue 43's second trial)
+        served = next(iter(running.running_servers(settings)), None)
+        if served is None:
+            print(f"error: {running.nowhere(settings, 'eval')}", file=sys.stderr)
+            return 2
+        print(
+            f"reading the index of the server at {served.url} ({served.data_dir})", file=sys.stderr
+        )
+        os.environ["CODERAG_DATA_DIR"] = served.data_dir
+        get_settings.cache_clear()
+        settings = get_settings()
     catalog = get_catalog()
     require_searchable(catalog.get_repo(args.name))
     _embed_in_process()  # commit questions run the whole search

@@ -109,7 +109,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     url = args.url or running.find(settings)
     if url:
         server = mcp_server.build_server(
-            lambda: httpx.AsyncClient(base_url=url, timeout=600), local_audit=False
+            lambda: httpx.AsyncClient(base_url=url, timeout=600), local_audit=False, remote=True
         )
         anyio.run(server.run_stdio_async)
         return 0

@@ -53,7 +53,7 @@ def install(app: FastAPI):
         )
 
     # over HTTP the services of this deployment write the tool's row (one row per call)
-    server = build_server(client, signed_rows=bool(settings.api_url))
+    server = build_server(client, remote=bool(settings.api_url))
     # DNS-rebinding protection only where it means something: a server on loopback.
     security: TransportSecuritySettings | None = TransportSecuritySettings(
         enable_dns_rebinding_protection=False

@@ -5,10 +5,9 @@ Each tool calls the contract's endpoints through an httpx client: in-process (AS
 the app) or over HTTP to ``CODERAG_API_URL`` (compose, or a remote server). So a tool sees exactly
 what the HTTP API grants that caller: the same tokens and repository checks. Each tool call is one
 ``mcp/<tool>`` audit row: an endpoint it calls in this process hands its row over (the answer's
-refusal reason, cited ranges and tokens) instead of writing one; over HTTP to this deployment's
-own services (compose) the service answering an audited endpoint writes the ``mcp/<tool>`` row,
-asked by a signed header; to another server (``coderag mcp --url``) that server writes the row
-of the endpoint called."""
+refusal reason, cited ranges and tokens) instead of writing one; over HTTP (compose, or
+``coderag mcp --url``) the service answering writes the ``mcp/<tool>`` row, asked by a header
+naming the tool, whatever endpoint the tool calls."""
 
 from __future__ import annotations
 
@@ -28,7 +27,6 @@ from coderag.errors import Unauthorized
 from coderag.schemas import check_repo_name
 from coderag.settings import get_settings
 from coderag.store import get_catalog
-from coderag_app.audit_http import AUDITED
 
 ClientFactory = Callable[[], httpx.AsyncClient]
 """Makes the client a tool call uses; its base URL is the coderag API."""
@@ -61,15 +59,15 @@ def _range(hit: dict[str, Any]) -> str:
 
 
 class Tools:
-    """Makes the tools' API calls and writes their audit rows: in this process (``local_audit``),
-    or, with ``signed_rows``, by the service that answers an audited request, which a signed
-    header asks to write the row as ``mcp/<tool>`` (compose: /mcp calls /ask through the
-    gateway)."""
+    """Makes the tools' API calls and writes their audit rows: in this process
+    (``local_audit``), or, over HTTP (``remote``: compose, ``coderag mcp --url``), by the
+    service that answers, which a header naming the tool asks to write the ``mcp/<tool>`` row
+    (a row is written here only when no service answered)."""
 
-    def __init__(self, client: ClientFactory, local_audit: bool, signed_rows: bool = False) -> None:
+    def __init__(self, client: ClientFactory, local_audit: bool, remote: bool = False) -> None:
         self.client = client
         self.local_audit = local_audit
-        self.signed_rows = signed_rows
+        self.remote = remote
 
     async def call(
         self,
@@ -97,15 +95,11 @@ class Tools:
                 except ValueError as exc:
                     status = "error 400"
                     raise ToolError(f"400: repo {repo!r}: {exc}") from exc
-            if self.signed_rows and method == "POST" and path in AUDITED:
-                headers = headers | {
-                    audit.INNER_HEADER: audit.inner_header(
-                        get_settings(), f"mcp/{tool}", headers.get("authorization", "")
-                    )
-                }
+            if self.remote:
+                headers = headers | {audit.TOOL_HEADER: tool}
             async with self.client() as http:
                 r = await http.request(method, path, headers=headers, **kw)
-            if r.headers.get(audit.INNER_HEADER) == "written":
+            if r.headers.get(audit.TOOL_HEADER) == "written":
                 call.recorded = True  # the service that answered writes this call's row
             if r.status_code >= 400:
                 status = f"error {r.status_code}"
@@ -166,10 +160,10 @@ def identity(ctx: Context | None) -> tuple[dict[str, str], str]:
 
 
 def build_server(
-    client: ClientFactory, local_audit: bool = True, signed_rows: bool = False
+    client: ClientFactory, local_audit: bool = True, remote: bool = False
 ) -> MCPServer:
     """The MCP server with coderag's tools (``Tools`` says how each call is audited)."""
-    tools = Tools(client, local_audit, signed_rows)
+    tools = Tools(client, local_audit, remote)
     mcp = MCPServer("coderag", instructions=INSTRUCTIONS, version="0.1.0")
 
     @mcp.tool()

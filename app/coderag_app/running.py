@@ -1,6 +1,7 @@
 """The coderag server a command talks to, and asking it: the one it names, else one listening
-where ``coderag serve`` listens (``CODERAG_URL``, else ``HOST``/``PORT``), else none, and then
-what to do.
+where ``coderag serve`` listens (``CODERAG_URL``, else ``HOST``/``PORT``), else one a running
+``coderag serve`` announced on this machine (any port; those serving this data directory
+first), else none, and then what to do.
 
 A command started beside a running server uses it: building the whole app in-process beside it
 took 35 s a question, and from another folder it opened an empty data directory and blamed the
@@ -9,9 +10,14 @@ repository (issue 43)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +33,113 @@ PROBE_TIMEOUT_S = 1.0
 
 _ANY_ADDRESS = ("", "0.0.0.0", "::", "[::]")
 
+MAX_ANNOUNCEMENT_BYTES = 4096
+"""Largest announcement file read (a file that is not ours is skipped)."""
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Announced:
+    """A running ``coderag serve`` as it announced itself: where it answers, its process, the
+    data directory it serves and when it started."""
+
+    url: str
+    pid: int
+    data_dir: str
+    started: float
+
+
+def announcements() -> Path:
+    """The folder where servers announce themselves: ``$XDG_STATE_HOME/coderag/servers``
+    (``~/.local/state/coderag/servers``)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "coderag" / "servers"
+
+
+@contextmanager
+def announced(url: str, settings: Settings) -> Iterator[None]:
+    """While the block runs, announce a server at ``url`` for commands started anywhere on this
+    machine (``coderag mcp`` from an agent's folder found nothing on another port: issue 43's
+    second trial); a folder that cannot be written only costs the announcement."""
+    folder = announcements()
+    path = folder / f"{os.getpid()}.json"
+    record = {
+        "url": url,
+        "pid": os.getpid(),
+        "data_dir": str(settings.data_dir.expanduser().resolve()),
+        "started": time.time(),
+    }
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as f:
+            json.dump(record, f)
+        os.replace(f.name, path)
+    except OSError as exc:
+        log.warning("cannot announce the server in %s: %s", folder, exc)
+    try:
+        yield
+    finally:
+        with suppress(OSError):
+            path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive, though not ours to use
+    return True
+
+
+def running_servers(settings: Settings) -> list[Announced]:
+    """Servers announced on this machine whose process is alive: those serving this data
+    directory first, then the newest first; a dead one's announcement is removed."""
+    found: list[Announced] = []
+    try:
+        paths = sorted(announcements().glob("*.json"))
+    except OSError:
+        return []
+    for path in paths:
+        try:
+            if path.stat().st_size > MAX_ANNOUNCEMENT_BYTES or not path.is_file():
+                continue
+            data = json.loads(path.read_text("utf-8"))
+            server = Announced(
+                str(data["url"]), int(data["pid"]), str(data["data_dir"]), float(data["started"])
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if _alive(server.pid):
+            found.append(server)
+        else:
+            with suppress(OSError):
+                path.unlink()
+    ours = str(settings.data_dir.expanduser().resolve())
+    return sorted(found, key=lambda a: (a.data_dir != ours, -a.started))
+
 
 def default_url(settings: Settings) -> str:
     """Where ``coderag serve`` listens with these settings (an any-address as loopback)."""
-    host = "127.0.0.1" if settings.host in _ANY_ADDRESS else settings.host
+    return url_of(settings.host, settings.port)
+
+
+def url_of(host: str, port: int) -> str:
+    """The URL a server listening on ``host``:``port`` answers at (an any-address as loopback)."""
+    host = "127.0.0.1" if host in _ANY_ADDRESS else host
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return f"http://{host}:{settings.port}"
+    return f"http://{host}:{port}"
 
 
 def candidates(settings: Settings) -> list[str]:
-    """The URLs tried, in order: ``CODERAG_URL`` when set, then the serve default."""
+    """The URLs tried, in order: ``CODERAG_URL`` when set, the serve default, then the servers
+    announced on this machine."""
     named = os.environ.get("CODERAG_URL", "").strip().rstrip("/")
-    return list(dict.fromkeys([u for u in (named, default_url(settings)) if u]))
+    announced_urls = [a.url for a in running_servers(settings)]
+    return list(dict.fromkeys([u for u in (named, default_url(settings), *announced_urls) if u]))
 
 
 def answers(url: str) -> bool:

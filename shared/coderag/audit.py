@@ -5,8 +5,9 @@ as CSV over HTTP and the CLI.
 A request served inside another one in this process (/ask's own /retrieve, the /ask an MCP tool
 calls) writes no row of its own: it hands its row to the outer request's, which records the
 request once. Across processes (compose) the outer service signs its inner request
-(``inner_header``): the inner one then writes no row (the generator's /retrieve) or writes the
-outer's row under the outer's name (MCP's ``ask`` tool calling /ask through the gateway)."""
+(``inner_header``) and the inner one writes no row (the generator's /retrieve); an MCP server
+calling the API over HTTP names its tool (``TOOL_HEADER``) and the service answering writes the
+tool's row."""
 
 from __future__ import annotations
 
@@ -96,6 +97,10 @@ observers: list[Callable[[str, str, float], None]] = []
 INNER_HEADER = "x-coderag-audit"
 """The header a service sends on a request it makes inside a user's request of its own."""
 
+TOOL_HEADER = "x-coderag-mcp-tool"
+"""The header an MCP server calling the API over HTTP names its tool by: the request's row is
+the tool's (``mcp/<tool>``), whatever its method, and the response says it is written."""
+
 INNER_WINDOW_S = 600
 """How long a signed inner header is honoured (an answer's calls fall well within it)."""
 
@@ -116,29 +121,28 @@ def _inner_key(settings: Settings) -> bytes:
     return hashlib.sha256(shared.encode("utf-8", "replace")).digest()
 
 
-def _signature(key: bytes, endpoint: str, stamp: str, authorization: str) -> str:
-    message = f"{endpoint}\n{stamp}\n{authorization}".encode("utf-8", "replace")
+def _signature(key: bytes, stamp: str, authorization: str) -> str:
+    message = f"{stamp}\n{authorization}".encode("utf-8", "replace")
     return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
-def inner_header(settings: Settings, endpoint: str, authorization: str) -> str:
-    """The ``INNER_HEADER`` value of a request made inside a user's request: the inner service
-    writes no row (``endpoint`` empty; the outer writes it) or writes it as ``endpoint``."""
+def inner_header(settings: Settings, authorization: str) -> str:
+    """The ``INNER_HEADER`` value of a request a service makes inside a user's request (sent
+    with that user's ``authorization``): the service answering it writes no row, the outer
+    request's row records both."""
     stamp = str(int(time.time()))
-    return f"{endpoint};{stamp};{_signature(_inner_key(settings), endpoint, stamp, authorization)}"
+    return f"{stamp};{_signature(_inner_key(settings), stamp, authorization)}"
 
 
-def inner_endpoint(settings: Settings, value: str | None, authorization: str) -> str | None:
-    """What a signed inner request asks of its row (``""``: none; else the row's endpoint), or
-    None when the header is absent, forged, stale or sent with another caller's token."""
+def is_inner(settings: Settings, value: str | None, authorization: str) -> bool:
+    """Whether a request carries a valid ``INNER_HEADER``: signed by this deployment's services,
+    recent, and for the token it is sent with (a forged, stale or borrowed one hides nothing)."""
     if not value:
-        return None
-    endpoint, _, rest = value.partition(";")
-    stamp, _, signature = rest.partition(";")
+        return False
+    stamp, _, signature = value.partition(";")
     if not stamp.isdigit() or abs(time.time() - int(stamp)) > INNER_WINDOW_S:
-        return None
-    expected = _signature(_inner_key(settings), endpoint, stamp, authorization)
-    return endpoint if hmac.compare_digest(expected, signature) else None
+        return False
+    return hmac.compare_digest(_signature(_inner_key(settings), stamp, authorization), signature)
 
 
 def text(value: str) -> str:

@@ -39,7 +39,7 @@ def asker(request: Request, settings: SettingsDep, catalog: CatalogDep, user: Us
     auth = request.headers.get("authorization")
     headers = {"authorization": auth} if auth else {}
     # the retriever in another process writes no row for the /retrieve this /ask makes
-    inner = {audit.INNER_HEADER: audit.inner_header(settings, "", auth or "")}
+    inner = {audit.INNER_HEADER: audit.inner_header(settings, auth or "")}
     return Asker(
         user,
         connect(RetrieverClient, settings.retriever_url, request.app, headers | inner),
