@@ -189,3 +189,29 @@ def test_references_count_the_calls_that_resolve_to_each_unit(tmp_path: Path) ->
     with TestClient(create_app(("coderag_parser",))) as client:
         rows = client.get("/repos/g/symbols", params={"q": "url_path"}).json()
         assert {r["qualified"]: r["references"] for r in rows} == want
+
+
+def test_a_bare_call_never_calls_another_files_method(tmp_path: Path) -> None:
+    ids = _index(
+        tmp_path,
+        {
+            "app/lifespan.py": (
+                "class LifespanOn:\n    async def main(self):\n        return 1\n\n"
+                "    async def startup(self):\n        return await self.main()\n"
+            ),
+            "app/cli.py": "def main():\n    return 0\n",
+            "app/__main__.py": "from app.cli import main\n\n\ndef run():\n    return main()\n",
+            "app/Worker.java": (
+                "class Worker {\n    void main() {}\n\n    void start() {\n        main();\n    }\n}\n"
+            ),
+        },
+    )
+    graph = get_catalog().graph()
+    # __main__'s main() is the command-line function, not LifespanOn's method (issue 43's
+    # second trial); the method is called by its own class through self
+    assert {e.caller for e in graph.callers("g", ids["LifespanOn.main"])} == {
+        ids["LifespanOn.startup"]
+    }
+    assert {e.caller for e in graph.callers("g", ids["main"])} == {ids["run"]}
+    # a bare call in Java calls its own class's method (implicit this)
+    assert {e.callee for e in graph.callees("g", ids["Worker.start"])} == {ids["Worker.main"]}

@@ -63,15 +63,15 @@ class Graph:
         self._edges: dict[tuple[str, str, str], list[Edge]] = {}
 
     def _definitions(self, repo: str, names: set[str]) -> dict[str, list[Row]]:
-        """Callable definitions of each name (qualified, file, unit_id rows), read in one query
-        for the names not read before."""
+        """Callable definitions of each name (qualified, kind, file, unit_id rows), read in one
+        query for the names not read before."""
         todo = sorted(n for n in names if (repo, n) not in self._named)
         for i in range(0, len(todo), NAMES_PER_QUERY):
             part = todo[i : i + NAMES_PER_QUERY]
             found: dict[str, list[Row]] = {n: [] for n in part}
             for r in self._db.read(
-                "SELECT name, qualified, file, unit_id FROM symbols WHERE repo=:repo AND name IN "
-                ":names AND kind IN :kinds AND unit_id IS NOT NULL",
+                "SELECT name, qualified, kind, file, unit_id FROM symbols WHERE repo=:repo "
+                "AND name IN :names AND kind IN :kinds AND unit_id IS NOT NULL",
                 {"repo": repo, "names": part, "kinds": CALLABLE_KINDS},
             ):
                 found[r["name"]].append(r)
@@ -84,7 +84,13 @@ class Graph:
         receiver's type, else those in the caller's file, else all when few enough. A call on
         ``self`` or ``this`` whose class defines no such method resolves to nothing: it calls
         an attribute or an inherited method, never another class's method of the same name
-        (issue 43: ``Mount.handle``'s ``self.app()`` was said to call ``Router.app``)."""
+        (issue 43: ``Mount.handle``'s ``self.app()`` was said to call ``Router.app``). A call
+        with no receiver resolves to functions and to methods of its own file only."""
+        if not receiver:
+            # a bare call names a function, or (implicit this) a method of its own class, whose
+            # file it shares: never another file's method (issue 43's second trial:
+            # ``__main__.py``'s ``main()`` was said to call ``LifespanOn.main``)
+            rows = [r for r in rows if r["kind"] != "method" or r["file"] == file]
         if not rows:
             return []
         if receiver_type:
