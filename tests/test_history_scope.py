@@ -362,3 +362,41 @@ def test_a_folder_and_a_deletion_count_as_changes(
     assert [c["commit"] for c in folder["changes"]][:3] == [
         shas["version"], shas["deletion"], shas["package"]
     ], folder  # fmt: skip
+
+
+@pytest.mark.slow
+def test_who_added_it_leads_with_the_commit_that_added_it(
+    webkit: tuple[TestClient, dict[str, str]],
+) -> None:
+    client, shas = webkit
+    # issue 43's second trial: "who added X" listed the newest changes, not the commit adding X
+    for query in ("Who added App.route and when?", "谁添加了 App.route？"):
+        body = ask(client, query)
+        answer = body["answer"]
+        assert body["refused"] is False, (query, body)
+        assert first_commit(answer) == shas["initial"], (query, answer)
+        assert "Ada Lovelace" in answer.splitlines()[1], (query, answer)
+        assert shas["app_route"] in answer, "the later changes follow"
+    body = ask(client, "Who last changed App.route?")
+    assert first_commit(body["answer"]) == shas["app_route"], body["answer"]
+
+
+def test_origin_questions_are_told_from_last_change_questions() -> None:
+    from coderag_generator.window import asks_origin
+
+    for query in (
+        "Who added the rate limiting and when?",
+        "When was App.route introduced?",
+        "who first wrote parse_args?",
+        "谁添加了限流？",
+        "限流是什么时候引入的？",
+    ):
+        assert asks_origin(query), query
+    for query in (
+        "Who last changed App.route?",
+        "Who changed the CORS middleware recently?",
+        "What was added in the last 2 weeks?",
+        "最近谁添加了限流？",
+        "Where is the rate limiter created?",
+    ):
+        assert not asks_origin(query), query

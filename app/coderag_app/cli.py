@@ -334,6 +334,7 @@ def _curl(base: str, route: str, query: str, repo: str, stream: bool = False) ->
 def _print_examples_when_indexed(name: str, base: str) -> None:
     """Once ``name``'s index is complete, print questions about its own code to try (the
     banner's fixed questions were about coderag itself: issue 43's second trial)."""
+    # imported here so that `coderag --help` and every other command start fast
     from coderag.errors import NotFound
     from coderag.store import get_catalog
 

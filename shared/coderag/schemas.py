@@ -458,6 +458,9 @@ class HistoryRequest(BaseModel):
     log: bool = False
     since: str | None = None
     until: str | None = None
+    oldest_first: bool = Field(
+        False, description="the log from the oldest commit (who added it) instead of the newest"
+    )
 
 
 class CommitFact(BaseModel):

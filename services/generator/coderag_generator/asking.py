@@ -94,6 +94,7 @@ async def git_facts(
     """The history of the units a who/when question is about, within its window."""
     units = chronicle.targets(query, hits)
     win = window.window(query, datetime.now(UTC))
+    origin = window.asks_origin(query)
     history = (
         await parser.history(
             repo,
@@ -101,11 +102,12 @@ async def git_facts(
             log=True,
             since=_iso(win.since if win else None),
             until=_iso(win.until if win else None),
+            oldest_first=origin,
         )
         if units
         else HistoryResponse(repo=repo, has_history=False, ranges=[])
     )
-    return chronicle.GitFacts(units, history, win)
+    return chronicle.GitFacts(units, history, win, origin)
 
 
 def _span(r: Citation | RangeHistory) -> tuple[str, int, int]:

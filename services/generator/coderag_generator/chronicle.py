@@ -54,6 +54,8 @@ class GitFacts:
     units: list[Hit]
     history: HistoryResponse
     window: Window | None
+    origin: bool = False
+    """Whether the question asks who added it: the oldest commit leads."""
 
 
 @cache
@@ -229,9 +231,12 @@ def _what(p: dict[str, Any], u: Hit, span: tuple[str, int, int]) -> str:
     return p["what"].format(symbol=u.symbol, place=f"{u.file}:{span[1]}-{span[2]}")
 
 
-def compose(units: list[Hit], history: HistoryResponse, win: Window | None, lang: str) -> str:
+def compose(
+    units: list[Hit], history: HistoryResponse, win: Window | None, lang: str, origin: bool = False
+) -> str:
     """The answer text, with one citation anchor per unit reported; whole files are cited over
-    the lines the history route found in them."""
+    the lines the history route found in them. With ``origin`` (who added it?) the oldest
+    commit leads, then the ones after it."""
     p = phrases(lang)
     spans = _spans_of(units, history)
     what = p["and"].join(_what(p, u, s) for u, s in zip(units, spans, strict=True))
@@ -260,12 +265,14 @@ def compose(units: list[Hit], history: HistoryResponse, win: Window | None, lang
             else:
                 changed = p["changed"].format(file=r.file, ranges=_spans(c.ranges))
             where.setdefault(c.commit, []).append(changed)
-    ordered = sorted(commits.values(), key=lambda c: c.date, reverse=True)
+    ordered = sorted(commits.values(), key=lambda c: c.date, reverse=not origin)
     since = _day(win.since.isoformat()) if win and win.since else "…"
     until = win.label().split(" – ")[1] if win else "…"
     open_ended = win is not None and win.until is None
     if ordered:
         head = p["head_all"] if win is None else p["head_since" if open_ended else "head_window"]
+        if origin:
+            head = p["head_origin"]
         lines = [head.format(since=since, until=until, what=what)]
         for c in ordered[: None if win else MAX_COMMITS]:
             lines.append(

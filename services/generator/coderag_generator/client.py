@@ -84,15 +84,17 @@ class ParserClient(ServiceClient):
         log: bool = False,
         since: str | None = None,
         until: str | None = None,
+        oldest_first: bool = False,
     ) -> HistoryResponse:
         """The history of the ranges: ``log=True`` adds the commits that changed them, within
-        ``since``/``until`` (ISO 8601) when given."""
+        ``since``/``until`` (ISO 8601) when given, oldest first with ``oldest_first``."""
         # the parser validates the request (and says what is wrong), so it is not built here
         body = {
             "ranges": [r.model_dump() for r in ranges],
             "log": log,
             "since": since,
             "until": until,
+            "oldest_first": oldest_first,
         }
         try:
             resp = await self.http.post(f"/repos/{repo}/history", json=body)

@@ -85,6 +85,22 @@ def is_history_question(query: str) -> bool:
     return bool(_HISTORY.search(query))
 
 
+_ORIGIN = re.compile(
+    r"\b(?:who|when)\b.{0,60}\b(?:added|introduced|created|wrote|written|first)\b|"
+    r"\b(?:was|were)\b.{0,60}\b(?:added|introduced|created)\b|\bfirst\s+(?:added|introduced)\b|"
+    r"谁.{0,12}(?:添加|加入|加了|引入|创建|新增|最早写)|"
+    r"(?:什么时候|何时|哪天|哪一天).{0,12}(?:添加|加入|加的|引入|创建|新增)",
+    re.IGNORECASE,
+)
+_LATEST = re.compile(r"\blast\b|\blatest\b|\brecent|最近|最后", re.IGNORECASE)
+
+
+def asks_origin(query: str) -> bool:
+    """Whether a who/when question asks who added (introduced, created) something, whose answer
+    is its oldest commit, rather than who changed it last."""
+    return bool(_ORIGIN.search(query)) and not _LATEST.search(query)
+
+
 def _month(year: int, month: int) -> Window:
     start = datetime(year, month, 1, tzinfo=UTC)
     end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)

@@ -106,11 +106,12 @@ def folder_changes(
     indexed: set[str],
     since: datetime | None = None,
     until: datetime | None = None,
+    oldest_first: bool = False,
 ) -> list[RangeChange]:
-    """Commits that changed indexed files inside ``folder``, newest first, whose author date lies
-    in ``[since, until)``; each with the indexed files it changed there."""
+    """Commits that changed indexed files inside ``folder``, newest (or oldest) first, whose
+    author date lies in ``[since, until)``; each with the indexed files it changed there."""
     args = ["--no-textconv", "--no-ext-diff", "--name-only", "--format=%x1e%H%x1f%an%x1f%at%x1f%s"]
-    args.append(f"-n{MAX_LOG * 5}")
+    args += _order(oldest_first)
     if since is not None:
         args.append(f"--since={int(since.timestamp())}")
     try:
@@ -137,6 +138,13 @@ def folder_changes(
         if len(found) >= MAX_LOG:
             break
     return found
+
+
+def _order(oldest_first: bool) -> list[str]:
+    """``git log``'s order: the newest ``MAX_LOG * 5`` commits, or the whole history oldest first
+    (``-n`` would keep the newest before ``--reverse`` turns them: the commit that added a
+    range is the oldest of all)."""
+    return ["--reverse"] if oldest_first else [f"-n{MAX_LOG * 5}"]
 
 
 def _literal(path: str) -> str:
@@ -179,9 +187,11 @@ def changes(
     end: int,
     since: datetime | None = None,
     until: datetime | None = None,
+    oldest_first: bool = False,
 ) -> list[RangeChange]:
-    """Commits that changed lines ``start..end`` of ``path`` (as they are now), newest first, whose
-    author date lies in ``[since, until)``; each with the ranges its diff changed there."""
+    """Commits that changed lines ``start..end`` of ``path`` (as they are now), newest (or oldest)
+    first, whose author date lies in ``[since, until)``; each with the ranges its diff changed
+    there."""
     whole = start == 1 and end == line_count(root, path)
     # a whole file's history is its log with patches: the same commits and hunks as -L over all
     # its lines (no context lines needed), without -L's line tracking, slow on long histories
@@ -190,7 +200,7 @@ def changes(
         "--no-textconv",
         "--no-ext-diff",
         "--format=%x1e%H%x1f%an%x1f%at%x1f%s",
-        f"-n{MAX_LOG * 5}",
+        *_order(oldest_first),
     ]
     if since is not None:  # committer date >= author date, so this only narrows the walk
         args.append(f"--since={int(since.timestamp())}")
@@ -254,8 +264,12 @@ def history(
                 out.append(RangeHistory(**asked.model_dump(), last=None, changes=[]))
                 continue
             every = folder_changes(root, asked.file, inside)
-            windowed = since is not None or until is not None
-            log = folder_changes(root, asked.file, inside, since, until) if windowed else every
+            windowed = since is not None or until is not None or body.oldest_first
+            log = (
+                folder_changes(root, asked.file, inside, since, until, body.oldest_first)
+                if windowed
+                else every
+            )
             last = (
                 CommitFact(**every[0].model_dump(include=set(CommitFact.model_fields)))
                 if every
@@ -268,7 +282,11 @@ def history(
             )
             continue
         r = clamp(root, asked)
-        log = changes(root, r.file, r.start_line, r.end_line, since, until) if body.log else []
+        log = (
+            changes(root, r.file, r.start_line, r.end_line, since, until, body.oldest_first)
+            if body.log
+            else []
+        )
         whole = r.start_line == 1 and r.end_line == line_count(root, r.file)
         last = (
             last_touch(root, [r.file], follow=True)
