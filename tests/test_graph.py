@@ -215,3 +215,34 @@ def test_a_bare_call_never_calls_another_files_method(tmp_path: Path) -> None:
     assert {e.caller for e in graph.callers("g", ids["main"])} == {ids["run"]}
     # a bare call in Java calls its own class's method (implicit this)
     assert {e.callee for e in graph.callees("g", ids["Worker.start"])} == {ids["Worker.main"]}
+
+
+def test_a_method_on_another_object_is_one_the_caller_can_see(tmp_path: Path) -> None:
+    ids = _index(
+        tmp_path,
+        {
+            "srv/server.py": (
+                "from srv.lifespan import Lifespan\n\n\nclass Server:\n"
+                "    def __init__(self):\n        self.lifespan = Lifespan()\n\n"
+                "    def shutdown(self):\n        return self.lifespan.shutdown()\n"
+            ),
+            "srv/lifespan.py": "class Lifespan:\n    def shutdown(self):\n        return 0\n",
+            "sup/process.py": "class Process:\n    def start(self):\n        return 1\n",
+            "sup/reload.py": (
+                "from sup.process import Process\n\n\ndef restart():\n    p = Process()\n"
+                "    return p.start()\n"
+            ),
+            "util/threads.py": (
+                "import threading\n\n\ndef touch_soon():\n"
+                "    t = threading.Thread(target=print)\n    t.start()\n"
+            ),
+        },
+    )
+    graph = get_catalog().graph()
+    # self.lifespan is another object: its shutdown is Lifespan's, never Server's own
+    # (issue 43's second trial)
+    assert {e.callee for e in graph.callees("g", ids["Server.shutdown"])} == {
+        ids["Lifespan.shutdown"]
+    }
+    # t.start() in a file that neither imports nor sits beside Process is a thread's start
+    assert {e.caller for e in graph.callers("g", ids["Process.start"])} == {ids["restart"]}

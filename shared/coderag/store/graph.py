@@ -38,6 +38,9 @@ class Edge:
 SELF_RECEIVERS = frozenset({"self", "this", "cls"})
 """Receivers that name the caller's own object: its type is the caller's class."""
 
+ATTRIBUTES_OF_SELF = ("self.", "this.", "cls.")
+"""Receivers that are objects the caller's own object holds."""
+
 
 def _type_name(receiver_type: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "", receiver_type.split(".")[-1])
@@ -61,6 +64,7 @@ class Graph:
         self._db = db
         self._named: dict[tuple[str, str], list[Row]] = {}
         self._edges: dict[tuple[str, str, str], list[Edge]] = {}
+        self._imported: dict[tuple[str, str], list[str]] = {}
 
     def _definitions(self, repo: str, names: set[str]) -> dict[str, list[Row]]:
         """Callable definitions of each name (qualified, kind, file, unit_id rows), read in one
@@ -78,19 +82,48 @@ class Graph:
             self._named.update({(repo, n): rows for n, rows in found.items()})
         return {n: self._named[(repo, n)] for n in names}
 
-    @staticmethod
-    def _pick(rows: list[Row], receiver_type: str, file: str, receiver: str = "") -> list[str]:
+    def _imports(self, repo: str, file: str) -> list[str]:
+        """The modules one file imports, read once per graph."""
+        key = (repo, file)
+        if key not in self._imported:
+            self._imported[key] = [
+                r["module"]
+                for r in self._db.read(
+                    "SELECT module FROM imports WHERE repo=:repo AND file=:file",
+                    {"repo": repo, "file": file},
+                )
+            ]
+        return self._imported[key]
+
+    def _visible(self, repo: str, file: str, defined: str) -> bool:
+        """Whether code in ``file`` can name what ``defined`` defines without a type to go by:
+        the same folder (a Go or Java package, a Python package's siblings) or a module the
+        file imports."""
+        if defined.rpartition("/")[0] == file.rpartition("/")[0]:
+            return True
+        return any(_imports_file(m, defined) for m in self._imports(repo, file))
+
+    def _pick(
+        self, repo: str, rows: list[Row], receiver_type: str, file: str, receiver: str = ""
+    ) -> list[str]:
         """The units a call site resolves to among a name's definitions: those of the
-        receiver's type, else those in the caller's file, else all when few enough. A call on
-        ``self`` or ``this`` whose class defines no such method resolves to nothing: it calls
-        an attribute or an inherited method, never another class's method of the same name
-        (issue 43: ``Mount.handle``'s ``self.app()`` was said to call ``Router.app``). A call
-        with no receiver resolves to functions and to methods of its own file only."""
+        receiver's type, else those in the caller's file, else, for a receiver of unknown type,
+        those the caller's file can see (its folder, its imports), else all when few enough.
+        A call on ``self`` or ``this`` whose class defines no such method resolves to nothing:
+        it calls an attribute or an inherited method, never another class's method of the same
+        name (issue 43: ``Mount.handle``'s ``self.app()`` was said to call ``Router.app``). A
+        call with no receiver resolves to functions and to methods of its own file only; a call
+        on an attribute of ``self`` (``self.lifespan.shutdown()``) to no method of its own
+        file."""
         if not receiver:
             # a bare call names a function, or (implicit this) a method of its own class, whose
             # file it shares: never another file's method (issue 43's second trial:
             # ``__main__.py``'s ``main()`` was said to call ``LifespanOn.main``)
             rows = [r for r in rows if r["kind"] != "method" or r["file"] == file]
+        elif receiver.startswith(ATTRIBUTES_OF_SELF) and not receiver_type:
+            # another object held by this one: ``Server.startup``'s ``self.lifespan.shutdown()``
+            # was said to call ``Server.shutdown``
+            rows = [r for r in rows if r["kind"] != "method" or r["file"] != file]
         if not rows:
             return []
         if receiver_type:
@@ -103,6 +136,11 @@ class Graph:
         local = [r for r in rows if r["file"] == file]
         if local:
             return [r["unit_id"] for r in local]
+        if receiver and not receiver_type:
+            # a method on an object of unknown type: only one the caller's file can see
+            # (``thread.start()`` was said to call ``Process.start`` from files that never
+            # import it)
+            rows = [r for r in rows if self._visible(repo, file, r["file"])]
         return [r["unit_id"] for r in rows] if len(rows) <= MAX_CANDIDATES else []
 
     def callees(self, repo: str, unit_id: str) -> list[Edge]:
@@ -119,7 +157,7 @@ class Graph:
                 Edge(unit_id, target, r["callee"], r["line"])
                 for r in sites
                 for target in self._pick(
-                    definitions[r["callee"]], r["receiver_type"], r["file"], r["receiver"]
+                    repo, definitions[r["callee"]], r["receiver_type"], r["file"], r["receiver"]
                 )
                 if target != unit_id
             ]
@@ -145,7 +183,7 @@ class Graph:
                     {"repo": repo, "name": name},
                 ):
                     if r["caller_id"] != unit_id and unit_id in self._pick(
-                        definitions[name], r["receiver_type"], r["file"], r["receiver"]
+                        repo, definitions[name], r["receiver_type"], r["file"], r["receiver"]
                     ):
                         out.append(Edge(r["caller_id"], unit_id, name, r["line"]))
             self._edges[key] = out
@@ -233,15 +271,12 @@ class Graph:
         too common to pick by and no receiver type, the definitions in modules the calling
         file imports."""
         definitions = self._definitions(repo, {r["callee"] for r in sites})
-        imported: dict[str, list[str]] = defaultdict(list)
-        for r in self._db.read("SELECT file, module FROM imports WHERE repo=:repo", {"repo": repo}):
-            imported[r["file"]].append(r["module"])
         out: list[tuple[Row, list[str]]] = []
         for r in sites:
             rows = definitions[r["callee"]]
-            picked = self._pick(rows, r["receiver_type"], r["file"], r["receiver"])
+            picked = self._pick(repo, rows, r["receiver_type"], r["file"], r["receiver"])
             if not picked and len(rows) > MAX_CANDIDATES and not r["receiver_type"]:
-                modules = imported.get(r["file"], [])
+                modules = self._imports(repo, r["file"])
                 picked = [
                     d["unit_id"] for d in rows if any(_imports_file(m, d["file"]) for m in modules)
                 ]
