@@ -62,6 +62,13 @@ RIVALS = 5
 RIVAL_SIMILARITY = 0.1
 """A rival this much more similar to the question, mentioning as much of it, wins."""
 
+UNSURE = 0.5
+"""Below this confidence (the learned ranker's calibrated probability that the hit answers)
+the ranking is more likely wrong than right, and the answer names the runners-up."""
+
+RUNNERS_UP = 2
+"""Runners-up an unsure answer names."""
+
 
 def _definition(u: Hit) -> bool:
     return not is_doc(u) and u.kind != "file"
@@ -164,6 +171,23 @@ def chain_sentence(links: list[Hit], lang: str) -> str:
     return out + p["chain_end"]
 
 
+def runners_up(units: list[Hit], shown: list[Hit], lang: str) -> str:
+    """When the ranker is unsure of the cited unit, the next definitions it found, by place
+    (issue 43's second trial: the right unit was 2nd to 5th and only the first was quoted);
+    empty when it is sure or has no confidence to go by."""
+    sure = shown[0].confidence
+    if sure is None or sure >= UNSURE:
+        return ""
+    others = [u for u in units[:RIVALS] if u not in shown and _definition(u) and not u.is_test][
+        :RUNNERS_UP
+    ]
+    if not others:
+        return ""
+    p = phrases(lang)
+    names = p["join"].join(p["runner"].format(symbol=u.symbol, place=place(u)) for u in others)
+    return p["also"].format(items=names)
+
+
 def render_quotes(quoted: list[Quote]) -> str:
     """Each quote under its anchor, in a code fence."""
     return "\n".join(f"{q.anchor}\n```\n{q.text}\n```" for q in quoted)
@@ -188,5 +212,7 @@ def compose(units: list[Hit], query: str, lang: str) -> str:
         parts.append(describe_doc(u, mine, lang) if is_doc(u) else describe(u, lang))
     if not quoted:
         return ""
+    if also := runners_up(units, links, lang):
+        parts.append(also)
     sep = " " if lang == "en" else ""
     return sep.join(parts) + "\n\n" + p["evidence"] + "\n" + render_quotes(quoted) + "\n"
