@@ -13,8 +13,9 @@ git repository of one commit holding its release archive (a fixed author and dat
 repository has a history: a who/when question is then refused only if a refusal rule declines
 it, not for the archive's missing ``.git`` (``--no-history`` registers the bare folders, as runs
 before 2026-12-07 did; their who/when questions were refused ``no_history``). Each question
-also goes to ``/search`` and the chat route: how often ``below_gate`` agrees with /ask refusing
-it as absent, and the chat route's refusal with /ask's. ``--out`` keeps each question's outcome.
+also goes to ``/search``, the chat route and MCP's ``ask`` tool (streamable HTTP): how often
+``below_gate`` agrees with /ask refusing it as absent, and the chat route's and MCP's refusal
+(with its reason) with /ask's. ``--out`` keeps each question's outcome.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import httpx
 
 from bench.fetch import corpus_root, load_corpora
 from bench.refusals import QUESTIONS, read_jsonl
+from harness.mcp import mcp_tool
 from harness.serve import serving
 
 
@@ -119,7 +121,7 @@ def main(argv: list[str]) -> int:
             unsafe = [(row["corpus"], row) for row in requests]
             out: dict[str, list[tuple[str, dict]]] = {"harmless": [], "unsafe": []}
             kept: list[dict] = []
-            agree: dict[str, list[tuple[bool | None, bool]]] = {"harmless": [], "unsafe": []}
+            agree: dict[str, list[tuple[bool | None, bool, bool]]] = {"harmless": [], "unsafe": []}
             for label, rows in (("harmless", harmless), ("unsafe", unsafe)):
                 for repo, row in rows:
                     body = http.post("/ask", json={"query": row["query"], "repo": repo}).json()
@@ -129,15 +131,24 @@ def main(argv: list[str]) -> int:
                     chat = {"model": f"coderag/{repo}",
                             "messages": [{"role": "user", "content": row["query"]}]}  # fmt: skip
                     chatted = http.post("/v1/chat/completions", json=chat).json()["coderag"]
+                    tool = {"query": row["query"], "repo": repo}
+                    mcp = mcp_tool(server.base, {}, "ask", tool)
+                    mcp_same = (mcp.get("refused"), mcp.get("reason")) == (
+                        body.get("refused"), body.get("reason")
+                    )  # fmt: skip
                     absent = bool(body.get("refused")) and body.get("reason") in ABSENT
                     # a request declined as unsafe is no verdict on the code: /search has none
                     same = None if body.get("reason") == "unsafe" else below == absent
-                    agree[label].append((same, chatted.get("refused") == body.get("refused")))
+                    agree[label].append(
+                        (same, chatted.get("refused") == body.get("refused"), mcp_same)
+                    )
                     kept.append({"set": label, "repo": repo, "query": row["query"],
                                  "lang": row["lang"], "refused": body.get("refused"),
                                  "reason": body.get("reason"), "doubtful": body.get("doubtful"),
                                  "search_below_gate": below,
-                                 "chat_refused": chatted.get("refused")})  # fmt: skip
+                                 "chat_refused": chatted.get("refused"),
+                                 "mcp_refused": mcp.get("refused"),
+                                 "mcp_reason": mcp.get("reason")})  # fmt: skip
     print("| set | lang | n | refused | reasons |")
     print("| --- | --- | --- | --- | --- |")
     for label, answers in out.items():
@@ -151,11 +162,13 @@ def main(argv: list[str]) -> int:
             rate = len(hit) / len(part) if part else 0.0
             print(f"| {label} | {lang} | {len(part)} | {rate:.3f} ({len(hit)}) | {dict(why)} |")
     for label, pairs in agree.items():
-        judged = [a for a, _ in pairs if a is not None]
-        chat = sum(c for _, c in pairs)
+        judged = [a for a, _, _ in pairs if a is not None]
+        chat = sum(c for _, c, _ in pairs)
+        mcp_agrees = sum(m for _, _, m in pairs)
         print(f"{label}: /search's below_gate agrees with /ask's refusal as absent on "
               f"{sum(judged)} of {len(judged)} (those not declined as unsafe), the chat "
-              f"route's refusal with /ask's on {chat} of {len(pairs)}")  # fmt: skip
+              f"route's refusal with /ask's on {chat} of {len(pairs)}, MCP ask's refusal and "
+              f"reason on {mcp_agrees} of {len(pairs)}")  # fmt: skip
     doubt = [b for _, b in out["harmless"] if b.get("doubtful")]
     print(f"harmless answered with the doubt sentence: {len(doubt)} of {len(out['harmless'])}")
     print(json.dumps({k: len(v) for k, v in out.items()}))

@@ -3,21 +3,16 @@ MCP tests: a thin layer over ``harness.serve`` with the tests' environment."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-import anyio
 import httpx
-import httpx2
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
+from harness.mcp import mcp_tool
 from harness.procs import free_port
 from harness.serve import ROOT, serving
 
@@ -60,19 +55,3 @@ def wait_complete(client: httpx.Client, name: str, timeout: float = 600) -> dict
             return body
         time.sleep(0.5)
     raise AssertionError(f"{name} not complete after {timeout:.0f} s: {body}")
-
-
-def mcp_tool(base: str, headers: Mapping[str, str], tool: str, arguments: dict[str, Any]) -> Any:
-    """Call one MCP tool over streamable HTTP at ``base``/mcp as the caller of ``headers``; its
-    structured result (the test fails on a tool error)."""
-
-    async def call() -> Any:
-        async with (
-            httpx2.AsyncClient(headers=dict(headers), timeout=300) as http,
-            Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
-        ):
-            result = await c.call_tool(tool, arguments)
-        assert not result.is_error, result.content
-        return result.structured_content or json.loads(result.content[0].text)
-
-    return anyio.run(call)

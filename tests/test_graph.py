@@ -202,7 +202,8 @@ def test_a_bare_call_never_calls_another_files_method(tmp_path: Path) -> None:
             "app/cli.py": "def main():\n    return 0\n",
             "app/__main__.py": "from app.cli import main\n\n\ndef run():\n    return main()\n",
             "app/Worker.java": (
-                "class Worker {\n    void main() {}\n\n    void start() {\n        main();\n    }\n}\n"
+                "class Worker {\n    void main() {}\n\n"
+                "    void start() {\n        main();\n    }\n}\n"
             ),
         },
     )
