@@ -247,3 +247,29 @@ def test_a_method_on_another_object_is_one_the_caller_can_see(tmp_path: Path) ->
     }
     # t.start() in a file that neither imports nor sits beside Process is a thread's start
     assert {e.caller for e in graph.callers("g", ids["Process.start"])} == {ids["restart"]}
+
+
+def test_module_calls_and_super_name_no_like_named_definition(tmp_path: Path) -> None:
+    ids = _index(
+        tmp_path,
+        {
+            "typer/main.py": "def run(function):\n    return function()\n",
+            "typer/completion.py": (
+                "import subprocess\n\n\ndef install_powershell():\n"
+                "    return subprocess.run(['pwsh'])\n"
+            ),
+            "app.py": "import typer\n\n\ndef start():\n    return typer.run(print)\n",
+            "typer/params.py": (
+                "class ParameterInfo:\n    def __init__(self):\n        self.x = 1\n\n\n"
+                "class OptionInfo(ParameterInfo):\n    def __init__(self):\n"
+                "        super().__init__()\n\n\n"
+                "class Config:\n    def __init__(self):\n        self.y = 2\n"
+            ),
+        },
+    )
+    graph = get_catalog().graph()
+    # subprocess.run() is no call of typer's run; typer.run() is (issue 43's third trial)
+    assert {e.caller for e in graph.callers("g", ids["run"])} == {ids["start"]}
+    # super().__init__() names the parent, which the call site cannot: no edge to a like-named
+    # __init__ of another class
+    assert graph.callees("g", ids["OptionInfo.__init__"]) == []

@@ -41,6 +41,10 @@ SELF_RECEIVERS = frozenset({"self", "this", "cls"})
 ATTRIBUTES_OF_SELF = ("self.", "this.", "cls.")
 """Receivers that are objects the caller's own object holds."""
 
+SUPER_RECEIVERS = ("super(", "super.")
+"""Receivers that name the parent class (Python's ``super()``; with ``super`` itself, Java's
+and JavaScript's)."""
+
 
 def _type_name(receiver_type: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "", receiver_type.split(".")[-1])
@@ -97,11 +101,19 @@ class Graph:
 
     def _visible(self, repo: str, file: str, defined: str) -> bool:
         """Whether code in ``file`` can name what ``defined`` defines without a type to go by:
-        the same folder (a Go or Java package, a Python package's siblings) or a module the
-        file imports."""
-        if defined.rpartition("/")[0] == file.rpartition("/")[0]:
+        the same folder (a Go or Java package, a Python package's siblings), a module the file
+        imports, or a module of a package it imports."""
+        folder = defined.rpartition("/")[0]
+        if folder == file.rpartition("/")[0]:
             return True
-        return any(_imports_file(m, defined) for m in self._imports(repo, file))
+        for module in self._imports(repo, file):
+            # a package's import sees its modules through the package's re-exports
+            package = module.strip("./").replace(".", "/")
+            if _imports_file(module, defined) or (
+                package and (folder == package or folder.endswith("/" + package))
+            ):
+                return True
+        return False
 
     def _pick(
         self, repo: str, rows: list[Row], receiver_type: str, file: str, receiver: str = ""
@@ -120,10 +132,19 @@ class Graph:
             # file it shares: never another file's method (issue 43's second trial:
             # ``__main__.py``'s ``main()`` was said to call ``LifespanOn.main``)
             rows = [r for r in rows if r["kind"] != "method" or r["file"] == file]
-        elif receiver.startswith(ATTRIBUTES_OF_SELF) and not receiver_type:
-            # another object held by this one: ``Server.startup``'s ``self.lifespan.shutdown()``
-            # was said to call ``Server.shutdown``
-            rows = [r for r in rows if r["kind"] != "method" or r["file"] != file]
+        elif receiver == "super" or receiver.startswith(SUPER_RECEIVERS):
+            # the parent class's method, which the call site cannot name: no edge rather than
+            # every ``__init__`` (issue 43's third trial)
+            return []
+        else:
+            if receiver.startswith(ATTRIBUTES_OF_SELF) and not receiver_type:
+                # another object held by this one: ``Server.startup``'s
+                # ``self.lifespan.shutdown()`` was said to call ``Server.shutdown``
+                rows = [r for r in rows if r["kind"] != "method" or r["file"] != file]
+            # a function called through a receiver is one of the module the receiver names
+            # (``typer.run``), never a like-named function elsewhere (``subprocess.run()`` was
+            # said to call ``typer.main.run``: issue 43's third trial)
+            rows = [r for r in rows if r["kind"] != "function" or _names_module(receiver, r)]
         if not rows:
             return []
         if receiver_type:
@@ -300,6 +321,15 @@ def insert(
         conn.executemany(
             insert_sql(table, fields), [dict(zip(fields, (repo, *r), strict=True)) for r in rows]
         )
+
+
+def _names_module(receiver: str, definition: Row) -> bool:
+    """Whether a call's receiver names the module (file stem or a folder of it) that defines a
+    function: ``typer.run`` and ``main.run`` name ``typer/main.py``'s ``run``."""
+    last = re.split(r"[.:]+", receiver.strip("().:"))[-1]
+    parts = definition["file"].split("/")
+    stem = parts[-1].rsplit(".", 1)[0]
+    return bool(last) and (last == stem or last in parts[:-1])
 
 
 def _imports_file(module: str, path: str) -> bool:
