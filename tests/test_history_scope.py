@@ -348,6 +348,10 @@ def test_a_folder_and_a_deletion_count_as_changes(
     body = ask(client, "What changed recently in the middleware/ folder, in the last 2 days?")
     answer = body["answer"]
     assert "No commit" in answer and f"`{shas['version']}` by Hal Jordan" in answer, answer
+    # a quiet window still lists the latest changes, not one commit alone (the third trial)
+    assert "The latest changes before it:" in answer, answer
+    assert first_commit(answer) == shas["version"], answer
+    assert shas["deletion"] in answer and shas["package"] in answer, answer
 
     # the route itself: a folder's commits with the files they changed there
     reply = client.post(
@@ -400,3 +404,19 @@ def test_origin_questions_are_told_from_last_change_questions() -> None:
         "Where is the rate limiter created?",
     ):
         assert not asks_origin(query), query
+
+
+@pytest.mark.slow
+def test_who_added_a_name_leads_with_the_commit_that_brought_it_in(
+    webkit: tuple[TestClient, dict[str, str]],
+) -> None:
+    client, shas = webkit
+    # "Range" came into the CORS module with Bob's commit, long after the module itself
+    # (issue 43's third trial named the commit that created the file)
+    body = ask(client, "Who added Range to the safelisted CORS headers, and when?")
+    answer = body["answer"]
+    assert body["refused"] is False, body
+    assert "`Range`" in answer.splitlines()[0], answer
+    assert first_commit(answer) == shas["cors"] and "Bob Barker" in answer, answer
+    assert shas["initial"] not in answer, "the commit before Range is no commit that added it"
+    assert " lines " not in answer, "an old commit's line numbers are not today's"

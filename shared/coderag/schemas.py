@@ -461,6 +461,12 @@ class HistoryRequest(BaseModel):
     oldest_first: bool = Field(
         False, description="the log from the oldest commit (who added it) instead of the newest"
     )
+    pickaxe: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="with log: the commits that added or removed this text (git log -S)",
+    )
 
 
 class CommitFact(BaseModel):

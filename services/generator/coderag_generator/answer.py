@@ -230,7 +230,9 @@ def _by_rules(q: _Case) -> Answer | None:
 
 def _from_history(q: _Case, git: chronicle.GitFacts) -> Answer:
     """A who/when answer, from the history of the units it is about."""
-    text = chronicle.compose(git.units, git.history, git.window, q.lang, git.origin)
+    text = chronicle.compose(
+        git.units, git.history, git.window, q.lang, git.origin, git.pickaxe, git.earlier
+    )
     units = [(u.file, u.start_line, u.end_line) for u in git.units]
     checked = check(text, units, q.file_lines)
     known = git.history.has_history

@@ -95,6 +95,9 @@ async def git_facts(
     units = chronicle.targets(query, hits)
     win = window.window(query, datetime.now(UTC))
     origin = window.asks_origin(query)
+    # "who added Annotated support?": the commit that brought the name in, not the unit's
+    # oldest (issue 43's third trial named the commit that created the file)
+    pickaxe = chronicle.introduced_term(query, units) if origin else None
     history = (
         await parser.history(
             repo,
@@ -103,11 +106,18 @@ async def git_facts(
             since=_iso(win.since if win else None),
             until=_iso(win.until if win else None),
             oldest_first=origin,
+            pickaxe=pickaxe,
         )
         if units
         else HistoryResponse(repo=repo, has_history=False, ranges=[])
     )
-    return chronicle.GitFacts(units, history, win, origin)
+    earlier = None
+    if win is not None and history.has_history and not any(r.changes for r in history.ranges):
+        # the commits before the window began: "the latest changes before it"
+        earlier = await parser.history(
+            repo, chronicle.ranges(units), log=True, until=_iso(win.since)
+        )
+    return chronicle.GitFacts(units, history, win, origin, pickaxe, earlier)
 
 
 def _span(r: Citation | RangeHistory) -> tuple[str, int, int]:

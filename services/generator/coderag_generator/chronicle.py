@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from coderag.schemas import CommitFact, HistoryResponse, Hit, LineRange, RangeChange
+from coderag.terms import named_terms
 from coderag_generator.evidence import is_doc, support
 from coderag_generator.window import Window, named_paths, subject
 
@@ -26,6 +27,9 @@ MAX_COMMITS = 5
 
 MAX_FILES = 4
 """Files named per commit of a folder's history."""
+
+MAX_EARLIER = 3
+"""Commits listed before a window no commit changed."""
 
 SIMILARITY_MARGIN = 0.03
 """A runner-up joins the best unit only when its similarity is this close to the best."""
@@ -56,6 +60,10 @@ class GitFacts:
     window: Window | None
     origin: bool = False
     """Whether the question asks who added it: the oldest commit leads."""
+    pickaxe: str | None = None
+    """The name whose commits were asked for (who brought it in), when the question names one."""
+    earlier: HistoryResponse | None = None
+    """The history without the window, when no commit changed it within the window."""
 
 
 @cache
@@ -197,6 +205,17 @@ def _best_units(about: str, hits: list[Hit]) -> list[Hit]:
     return out
 
 
+def introduced_term(query: str, units: list[Hit]) -> str | None:
+    """The name a "who added X" question asks about, when the code of what it is about holds
+    it as written and it is not the unit's own name (whose oldest commit already answers)."""
+    for term in named_terms(query):
+        if any(term == u.symbol or u.symbol.endswith("." + term) for u in units):
+            return None
+        if any(term in (u.text or "") or u.kind in (FILE_TARGET, FOLDER_TARGET) for u in units):
+            return term
+    return None
+
+
 def ranges(units: list[Hit]) -> list[LineRange]:
     """The line ranges to ask the history of."""
     return [LineRange(file=u.file, start_line=u.start_line, end_line=u.end_line) for u in units]
@@ -232,11 +251,20 @@ def _what(p: dict[str, Any], u: Hit, span: tuple[str, int, int]) -> str:
 
 
 def compose(
-    units: list[Hit], history: HistoryResponse, win: Window | None, lang: str, origin: bool = False
+    units: list[Hit],
+    history: HistoryResponse,
+    win: Window | None,
+    lang: str,
+    origin: bool = False,
+    pickaxe: str | None = None,
+    earlier: HistoryResponse | None = None,
 ) -> str:
     """The answer text, with one citation anchor per unit reported; whole files are cited over
     the lines the history route found in them. With ``origin`` (who added it?) the oldest
-    commit leads, then the ones after it."""
+    commit leads, then the ones after it, each with the files it changed (an old commit's line
+    numbers are not today's); with ``pickaxe``, the commits that brought that name in or out.
+    A window no commit changed is followed by the last ``MAX_EARLIER`` commits of ``earlier``
+    (the history without the window)."""
     p = phrases(lang)
     spans = _spans_of(units, history)
     what = p["and"].join(_what(p, u, s) for u, s in zip(units, spans, strict=True))
@@ -250,59 +278,80 @@ def compose(
     ]
     if missing and len(missing) == len(units):
         return p["no_file"].format(file=p["and"].join(f"`{f}`" for f in missing))
-    commits: dict[str, RangeChange] = {}
-    where: dict[str, list[str]] = {}
     last: CommitFact | None = None
     for r in history.ranges:
         if r.last is not None and (last is None or r.last.date > last.date):
             last = r.last
-        for c in r.changes:
-            commits.setdefault(c.commit, c)
-            if r.folder:
-                changed = p["join"].join(c.files[:MAX_FILES]) + (
-                    "…" if len(c.files) > MAX_FILES else ""
-                )
-            else:
-                changed = p["changed"].format(file=r.file, ranges=_spans(c.ranges))
-            where.setdefault(c.commit, []).append(changed)
-    ordered = sorted(commits.values(), key=lambda c: c.date, reverse=not origin)
+    ordered, where = _commits(history, p, origin)
     since = _day(win.since.isoformat()) if win and win.since else "…"
     until = win.label().split(" – ")[1] if win else "…"
     open_ended = win is not None and win.until is None
     if ordered:
         head = p["head_all"] if win is None else p["head_since" if open_ended else "head_window"]
         if origin:
-            head = p["head_origin"]
-        lines = [head.format(since=since, until=until, what=what)]
+            head = p["head_pickaxe"] if pickaxe else p["head_origin"]
+        lines = [head.format(since=since, until=until, what=what, term=pickaxe)]
         for c in ordered[: None if win else MAX_COMMITS]:
-            lines.append(
-                p["item"].format(
-                    commit=c.commit,
-                    author=c.author,
-                    date=_day(c.date),
-                    summary=c.summary,
-                    changed=p["join"].join(where[c.commit]),
-                )
-            )
+            lines.append(_item(p, c, where))
     else:
         text = p["none_since" if open_ended else "none_in_window"].format(
             since=since, until=until, what=what
         )
-        if last is not None:
-            text += p["last_change"].format(
-                commit=last.commit, author=last.author, date=_day(last.date), summary=last.summary
-            )
-        lines = [text]
+        before, said = _commits(earlier, p, False) if earlier is not None else ([], {})
+        if before:
+            # a quiet window still says what changed last, not one commit alone (issue 43's
+            # third trial)
+            lines = [text, p["earlier"]] + [_item(p, c, said) for c in before[:MAX_EARLIER]]
+        else:
+            if last is not None:
+                text += p["last_change"].format(
+                    commit=last.commit,
+                    author=last.author,
+                    date=_day(last.date),
+                    summary=last.summary,
+                )
+            lines = [text]
     for i, (file, start, end) in enumerate(spans):
         if end >= WHOLE_FILE:
             continue
-        if units[i].kind == FILE_TARGET and win is None:
+        if units[i].kind == FILE_TARGET and win is None and not origin:
             # the file's newest commit touched nothing after it, so its lines are today's: the
             # lines that answer "who last changed it" come before the whole file
             for a, b in _newest_lines(history, i, end):
                 lines.append(p["cite"].format(file=file, start=a, end=b))
         lines.append(p["cite"].format(file=file, start=start, end=end))
     return "\n".join(lines)
+
+
+def _commits(
+    history: HistoryResponse, p: dict[str, Any], origin: bool
+) -> tuple[list[RangeChange], dict[str, list[str]]]:
+    """The commits of a history, newest (or, ``origin``, oldest) first, and what each changed
+    in words: lines of a file, files of a folder, files only for an old commit."""
+    commits: dict[str, RangeChange] = {}
+    where: dict[str, list[str]] = {}
+    for r in history.ranges:
+        for c in r.changes:
+            commits.setdefault(c.commit, c)
+            if origin:
+                changed = p["join"].join(list(dict.fromkeys(c.files or [r.file]))[:MAX_FILES])
+            elif r.folder:
+                more = "…" if len(c.files) > MAX_FILES else ""
+                changed = p["join"].join(c.files[:MAX_FILES]) + more
+            else:
+                changed = p["changed"].format(file=r.file, ranges=_spans(c.ranges))
+            where.setdefault(c.commit, []).append(changed)
+    return sorted(commits.values(), key=lambda c: c.date, reverse=not origin), where
+
+
+def _item(p: dict[str, Any], c: RangeChange, where: dict[str, list[str]]) -> str:
+    return p["item"].format(
+        commit=c.commit,
+        author=c.author,
+        date=_day(c.date),
+        summary=c.summary,
+        changed=p["join"].join(where[c.commit]),
+    )
 
 
 def _newest_lines(history: HistoryResponse, i: int, end: int) -> list[tuple[int, int]]:

@@ -85,6 +85,7 @@ class ParserClient(ServiceClient):
         since: str | None = None,
         until: str | None = None,
         oldest_first: bool = False,
+        pickaxe: str | None = None,
     ) -> HistoryResponse:
         """The history of the ranges: ``log=True`` adds the commits that changed them, within
         ``since``/``until`` (ISO 8601) when given, oldest first with ``oldest_first``."""
@@ -95,6 +96,7 @@ class ParserClient(ServiceClient):
             "since": since,
             "until": until,
             "oldest_first": oldest_first,
+            "pickaxe": pickaxe,
         }
         try:
             resp = await self.http.post(f"/repos/{repo}/history", json=body)

@@ -107,11 +107,13 @@ def folder_changes(
     since: datetime | None = None,
     until: datetime | None = None,
     oldest_first: bool = False,
+    pickaxe: str | None = None,
 ) -> list[RangeChange]:
     """Commits that changed indexed files inside ``folder``, newest (or oldest) first, whose
-    author date lies in ``[since, until)``; each with the indexed files it changed there."""
+    author date lies in ``[since, until)``; each with the indexed files it changed there (with
+    ``pickaxe``, those that added or removed that text)."""
     args = ["--no-textconv", "--no-ext-diff", "--name-only", "--format=%x1e%H%x1f%an%x1f%at%x1f%s"]
-    args += _order(oldest_first)
+    args += _order(oldest_first) + ([f"-S{pickaxe}"] if pickaxe else [])
     if since is not None:
         args.append(f"--since={int(since.timestamp())}")
     try:
@@ -188,14 +190,18 @@ def changes(
     since: datetime | None = None,
     until: datetime | None = None,
     oldest_first: bool = False,
+    pickaxe: str | None = None,
 ) -> list[RangeChange]:
     """Commits that changed lines ``start..end`` of ``path`` (as they are now), newest (or oldest)
     first, whose author date lies in ``[since, until)``; each with the ranges its diff changed
-    there."""
+    there. With ``pickaxe``, the commits of the file that added or removed that text instead
+    (``git log -S``): the first of them, oldest first, is the one that brought it in."""
     whole = start == 1 and end == line_count(root, path)
     # a whole file's history is its log with patches: the same commits and hunks as -L over all
     # its lines (no context lines needed), without -L's line tracking, slow on long histories
     where = ["-p", "-U0", "--follow", "--", path] if whole else [f"-L{start},{end}:{path}"]  # last
+    if pickaxe:  # -L takes no pickaxe: the file's log, the text one argument
+        where = ["-p", "-U0", f"-S{pickaxe}", "--follow", "--", path]
     args = [
         "--no-textconv",
         "--no-ext-diff",
@@ -266,7 +272,9 @@ def history(
             every = folder_changes(root, asked.file, inside)
             windowed = since is not None or until is not None or body.oldest_first
             log = (
-                folder_changes(root, asked.file, inside, since, until, body.oldest_first)
+                folder_changes(
+                    root, asked.file, inside, since, until, body.oldest_first, body.pickaxe
+                )
                 if windowed
                 else every
             )
@@ -283,7 +291,16 @@ def history(
             continue
         r = clamp(root, asked)
         log = (
-            changes(root, r.file, r.start_line, r.end_line, since, until, body.oldest_first)
+            changes(
+                root,
+                r.file,
+                r.start_line,
+                r.end_line,
+                since,
+                until,
+                body.oldest_first,
+                body.pickaxe,
+            )
             if body.log
             else []
         )
