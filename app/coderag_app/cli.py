@@ -304,7 +304,8 @@ def _register(root: Path) -> str:
 def _print_tryout(name: str, base: str) -> None:
     print(
         f"""
-coderag is indexing {name!r} in the background. Open {base}/?repo={name} in a browser, or try:
+coderag is indexing {name!r} in the background (only what changed, when it was indexed before).
+Open {base}/?repo={name} in a browser, or try:
 
   curl -s {base}/repos/{name}
   curl -s '{base}/audit/export.csv?since=2020-01-01T00:00:00Z'
