@@ -70,6 +70,11 @@ def test_hostile_repo_names_reach_no_other_endpoint(tmp_path: Path, data_dir: Pa
             ):
                 ok = await mcp.call_tool("read_range", {"repo": "small", "file": "calc.py"})
                 assert not ok.is_error, ok.content
+                # an argument the tool does not take is an error naming it, not dropped (issue
+                # 43's third trial: symbols with query= listed the first 50 symbols)
+                wrong = await mcp.call_tool("symbols", {"repo": "small", "query": "add"})
+                said = " ".join(getattr(b, "text", "") for b in wrong.content)
+                assert wrong.is_error and "'query'" in said and "prefix" in said, said
                 for name in HOSTILE:
                     for tool, args in (
                         ("read_range", {"repo": name, "file": "calc.py"}),
@@ -89,8 +94,9 @@ def test_hostile_repo_names_reach_no_other_endpoint(tmp_path: Path, data_dir: Pa
             rows = _rows(http.get("/audit/export.csv").text)[len(before) :]
             metrics = http.get("/metrics").text
     mcp_rows = [r for r in rows if r["endpoint"].startswith("mcp/")]
-    assert [r["status"] for r in mcp_rows] == ["ok"] + ["error 400"] * len(refused)
-    assert [r["endpoint"] for r in mcp_rows[1:]] == [f"mcp/{t}" for t in refused]
+    assert [r["status"] for r in mcp_rows] == ["ok"] + ["error 400"] * (1 + len(refused))
+    assert [r["endpoint"] for r in mcp_rows[1:]] == [f"mcp/{t}" for t in ["symbols", *refused]]
+    assert mcp_rows[1]["repo"] == "small" and mcp_rows[1]["user"] == "ada", mcp_rows[1]
     # every request the app answered, the tools' in-process ones included, by route
     exports = sum(
         s.value

@@ -69,6 +69,26 @@ class Tools:
         self.local_audit = local_audit
         self.remote = remote
 
+    def refused(
+        self, ctx: Context | None, tool: str, arguments: dict[str, Any], reason: str
+    ) -> None:
+        """The audit row of a call refused before any request (an argument the tool does not
+        take), written where this server writes its rows (in this process)."""
+        if not self.local_audit:
+            return  # over HTTP the services write the rows, and this call reached none
+        _, user = identity(ctx)
+        audit.record(
+            get_catalog(),
+            user=user,
+            endpoint=f"mcp/{tool}",
+            repo=_arg(arguments, "repo")[:64],
+            query=_arg(arguments, "query") or reason,
+            files=[],
+            input_tokens=0,
+            response_ms=0.0,
+            status="error 400",
+        )
+
     async def call(
         self,
         ctx: Context | None,
@@ -133,6 +153,11 @@ class Tools:
                 )
 
 
+def _arg(arguments: dict[str, Any], key: str) -> str:
+    value = arguments.get(key)
+    return value if isinstance(value, str) else ""
+
+
 def _ref(ref: str | None) -> dict[str, str]:
     """The ``ref`` query parameter, when a ref is asked for."""
     return {"ref": ref} if ref else {}
@@ -159,12 +184,39 @@ def identity(ctx: Context | None) -> tuple[dict[str, str], str]:
     return headers, user
 
 
+class StrictServer(MCPServer):
+    """The SDK's server, refusing an argument a tool does not take: the SDK drops it, and the
+    tool answers as if it were not asked (issue 43's third trial passed ``query`` to ``symbols``
+    and got the first 50 symbols). ``refused`` writes such a call's audit row."""
+
+    refused: Callable[[Context | None, str, dict[str, Any], str], None] | None = None
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> Any:
+        """The tool's answer, or a ToolError naming the arguments it does not take."""
+        tool = next((t for t in await self.list_tools() if t.name == name), None)
+        if tool is not None:
+            takes = sorted((tool.input_schema or {}).get("properties", {}))
+            unknown = sorted(set(arguments) - set(takes))
+            if unknown:
+                said = (
+                    f"{name} takes no argument {', '.join(map(repr, unknown))}; "
+                    f"it takes {', '.join(takes) or 'none'}"
+                )
+                if self.refused is not None:
+                    self.refused(context, name, arguments, said)
+                raise ToolError(f"400: {said}")
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(
     client: ClientFactory, local_audit: bool = True, remote: bool = False
 ) -> MCPServer:
     """The MCP server with coderag's tools (``Tools`` says how each call is audited)."""
     tools = Tools(client, local_audit, remote)
-    mcp = MCPServer("coderag", instructions=INSTRUCTIONS, version="0.1.0")
+    mcp = StrictServer("coderag", instructions=INSTRUCTIONS, version="0.1.0")
+    mcp.refused = tools.refused
 
     @mcp.tool()
     async def list_repos(ctx: Context) -> list[dict[str, Any]]:
