@@ -15,9 +15,10 @@ from typing import Any
 
 from bench.git_history import NOW, build
 from coderag.errors import NotFound
+from coderag.history import HistoryResponse, RangeHistory
 from coderag.jobs import IndexRepo
 from coderag.queue import run_now
-from coderag.schemas import HistoryResponse, RangeHistory, RetrieveResponse
+from coderag.schemas import RetrieveResponse
 from coderag.settings import Settings
 from coderag.store import get_catalog
 from coderag_app.server import load_jobs

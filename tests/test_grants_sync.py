@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from coderag.auth import Grants, read_grants
 from coderag.settings import get_settings
 from coderag.store import get_catalog, refs
-from coderag_app import cli, grants_sync
+from coderag_app import cli, code_hosts, grants_sync
 from coderag_app.server import create_app
 from tests.conftest import FIXTURES, commit_all
 
@@ -38,7 +38,7 @@ AUTH = {
 }
 """The header each host's token travels in."""
 
-HOSTS = grants_sync.HOSTS
+HOSTS = code_hosts.HOSTS
 SERVER = {"github": "github.com", "gitlab": "gitlab.example.com", "gitea": "gitea.example.com"}
 API_URL = {
     "github": [],  # the default, https://api.github.com
@@ -125,7 +125,7 @@ def tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     """coderag's tokens and each host's token, as a cron job's environment has them."""
     monkeypatch.setenv("CODERAG_API_TOKENS", TOKENS)
     monkeypatch.delenv("CODERAG_GRANTS", raising=False)
-    for host, env in grants_sync.DEFAULT_TOKEN_ENV.items():
+    for host, env in code_hosts.DEFAULT_TOKEN_ENV.items():
         monkeypatch.setenv(env, TOKEN[host])
     get_settings.cache_clear()
 
@@ -302,7 +302,7 @@ def test_the_file_is_checked_then_renamed_into_place(tmp_path: Path) -> None:
     path = tmp_path / "grants.toml"
     path.write_text("[grants]\nbob = ['alpha']\n")
     first = path.stat().st_ino
-    with pytest.raises(grants_sync.SyncError, match=r"nothing was written.*its refs come with it"):
+    with pytest.raises(code_hosts.SyncError, match=r"nothing was written.*its refs come with it"):
         grants_sync.write_grants(path, "[grants]\nbob = ['alpha@release']\n")
     assert path.read_text() == "[grants]\nbob = ['alpha']\n" and path.stat().st_ino == first
     assert grants_sync.write_grants(path, "[grants]\nbob = ['bravo']\n")
@@ -446,7 +446,7 @@ def test_a_pagination_loop_and_endless_pages_are_stopped(tmp_path: Path, run: Ru
 
     endless, asked = _pages(onward)
     code, _, err = run(endless, *argv)
-    assert code == 2 and "after 500 pages" in err and len(asked) == grants_sync.MAX_PAGES
+    assert code == 2 and "after 500 pages" in err and len(asked) == code_hosts.MAX_PAGES
 
 
 def test_gitlab_pages_that_point_back_are_a_loop(run: Run, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -206,15 +207,22 @@ def build_webkit(root: Path) -> dict[str, str]:
     return shas
 
 
+@contextmanager
+def _served(root: Path) -> Iterator[TestClient]:
+    """The app with the repository at ``root`` registered as webkit and indexed."""
+    with TestClient(create_app()) as client:
+        reply = client.post("/repos", json={"name": "webkit", "path": str(root)})
+        assert reply.status_code == 202, reply.text
+        assert wait_ready(client, "webkit", timeout=600)["status"] == "ready"
+        yield client
+
+
 @pytest.fixture
 def webkit(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     """The app with the webkit repository registered and indexed; the commits' short hashes."""
     root = tmp_path / "webkit"
     shas = build_webkit(root)
-    with TestClient(create_app()) as client:
-        reply = client.post("/repos", json={"name": "webkit", "path": str(root)})
-        assert reply.status_code == 202, reply.text
-        assert wait_ready(client, "webkit", timeout=600)["status"] == "ready"
+    with _served(root) as client:
         yield client, shas
 
 
@@ -316,10 +324,7 @@ def webkit_later(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     shas["deletion"] = _commit(root, "GZip: drop the module docstring", 2.6, "Gus Grissom")
     _edit(root, "webkit/middleware/__init__.py", '"1"', '"2"')
     shas["version"] = _commit(root, "Middleware 2", 2.3, "Hal Jordan")
-    with TestClient(create_app()) as client:
-        reply = client.post("/repos", json={"name": "webkit", "path": str(root)})
-        assert reply.status_code == 202, reply.text
-        assert wait_ready(client, "webkit", timeout=600)["status"] == "ready"
+    with _served(root) as client:
         yield client, shas
 
 

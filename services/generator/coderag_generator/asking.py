@@ -17,16 +17,9 @@ from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from coderag import audit
 from coderag.deps import require_query
 from coderag.errors import CoderagError
+from coderag.history import HistoryResponse, LineRange, RangeHistory
 from coderag.redact import redact
-from coderag.schemas import (
-    AskRequest,
-    Citation,
-    HistoryResponse,
-    Hit,
-    LineRange,
-    RangeHistory,
-    RetrieveResponse,
-)
+from coderag.schemas import AskRequest, Citation, Hit, RetrieveResponse
 from coderag.settings import Settings
 from coderag.store import refs
 from coderag.store.catalog import Catalog

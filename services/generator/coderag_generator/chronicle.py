@@ -14,7 +14,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from coderag.schemas import CommitFact, HistoryResponse, Hit, LineRange, RangeChange
+from coderag.history import CommitFact, HistoryResponse, LineRange, RangeChange
+from coderag.schemas import Hit
 from coderag.terms import named_terms
 from coderag_generator.evidence import is_doc, support
 from coderag_generator.window import Window, named_paths, subject

@@ -11,7 +11,8 @@ import httpx
 from starlette.types import ASGIApp
 
 from coderag.errors import Unavailable, raise_for
-from coderag.schemas import Freshness, HistoryResponse, LineRange, RetrieveResponse
+from coderag.history import HistoryResponse, LineRange
+from coderag.schemas import Freshness, RetrieveResponse
 
 
 class ServiceClient:

@@ -13,8 +13,7 @@ from fastapi import APIRouter
 
 from coderag.deps import CatalogDep, SettingsDep, UserDep
 from coderag.errors import InvalidInput
-from coderag.responses import errors
-from coderag.schemas import (
+from coderag.history import (
     CommitFact,
     HistoryRequest,
     HistoryResponse,
@@ -22,6 +21,7 @@ from coderag.schemas import (
     RangeChange,
     RangeHistory,
 )
+from coderag.responses import errors
 from coderag_parser import gitsync, trees
 
 MAX_LOG = 20
@@ -83,15 +83,13 @@ def _fact(head: str) -> tuple[str, str, int, str]:
     return sha, author, int(stamp or 0), subject
 
 
-def last_touch(root: Path, pathspec: list[str], follow: bool = False) -> CommitFact | None:
-    """The newest commit that changed anything under ``pathspec``, a deletion included (blame
-    credits a commit only with the lines it left: one that only deleted or re-indented lines
-    was missed as a file's or folder's last change)."""
-    args = ["-1", "--no-textconv", "--no-ext-diff", "--format=%H%x1f%an%x1f%at%x1f%s"]
+def last_touch(root: Path, path: str) -> CommitFact | None:
+    """The newest commit that changed the file ``path`` (across renames), a deletion included
+    (blame credits a commit only with the lines it left: one that only deleted or re-indented
+    lines was missed as a file's last change)."""
+    args = ["-1", "--no-textconv", "--no-ext-diff", "--format=%H%x1f%an%x1f%at%x1f%s", "--follow"]
     try:
-        out = gitsync.open_repo(root).git.log(
-            *args, *(["--follow"] if follow else []), "--", *pathspec
-        )
+        out = gitsync.open_repo(root).git.log(*args, "--", path)
     except _ERRORS:
         return None
     if not out.strip():
@@ -306,7 +304,7 @@ def history(
         )
         whole = r.start_line == 1 and r.end_line == line_count(root, r.file)
         last = (
-            last_touch(root, [r.file], follow=True)
+            last_touch(root, r.file)
             if whole
             else last_commit(root, r.file, r.start_line, r.end_line)
         )
