@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.fetch import corpus_root, get_corpus
+from coderag.schemas import Unit
 from coderag_parser.languages import has_grammar, language_of
 from coderag_parser.units import parse_source
 
@@ -244,6 +245,27 @@ def idiom(tag: Tag, line: str) -> str:
     return f"{tag.language} {tag.kind}"
 
 
+def reader_names(tag: Tag, line: str) -> tuple[str, ...]:
+    """The names a unit may carry to cover ``tag``: ctags' own, and for a C function whose name
+    a macro builds (``PREFIX(scanLt)(...)``, which ctags calls ``PREFIX``) the macro's argument,
+    the name its callers and readers use."""
+    built = re.search(rf"\b{re.escape(tag.name)}\((\w+)\)\s*\(", line)
+    if tag.language == "c" and tag.kind == "function" and built:
+        return (tag.name, built.group(1))
+    return (tag.name,)
+
+
+def typedef_of(tag: Tag, unit: Unit) -> bool:
+    """Whether ``unit`` is the typedef ``tag`` is the tag of (``typedef struct binding {...}
+    BINDING;``: one definition, one unit, named by the alias the code uses)."""
+    head = rf"\btypedef\s+(struct|union|enum)\s+{re.escape(tag.name)}\b"
+    return (
+        tag.language == "c"
+        and unit.start_line <= tag.line <= unit.end_line
+        and re.search(head, unit.signature) is not None
+    )
+
+
 def measure(name: str, max_files: int) -> tuple[str, int, int, float, list[tuple[Tag, str]]]:
     """(language, definitions, covered, seconds, misses with their source line) of a code base."""
     entry = get_corpus(name)
@@ -265,11 +287,13 @@ def measure(name: str, max_files: int) -> tuple[str, int, int, float, list[tuple
             if u.kind not in ("block", "file")
         ]
         for t in file_tags:
+            line = lines[t.line - 1] if t.line <= len(lines) else ""
+            names = reader_names(t, line)
             hit = any(
                 u.start_line <= t.line <= u.end_line
-                and re.sub(r"\[part \d+\]$", "", u.symbol).endswith(t.name)
+                and re.sub(r"\[part \d+\]$", "", u.symbol).endswith(names)
                 for u in units
-            )
+            ) or any(typedef_of(t, u) for u in units)
             if hit:
                 covered += 1
             else:

@@ -13,6 +13,17 @@
           declarator: (identifier) @name parameters: (parameter_list) @params)))]
   body: (compound_statement) @body) @definition.function
 
+; A name a macro builds (`PREFIX(scanLt)(const ENCODING *enc, ...)`, `NS(XmlInitEncoding)(...)`:
+; a tokenizer compiled once per encoding): the function a reader names is the macro's argument.
+(function_definition
+  type: (_)? @returns
+  declarator: (function_declarator
+    declarator: (function_declarator
+      declarator: (identifier)
+      parameters: (parameter_list . (parameter_declaration type: (type_identifier) @name) .))
+    parameters: (parameter_list) @params)
+  body: (compound_statement) @body) @definition.function
+
 (struct_specifier name: (type_identifier) @name body: (field_declaration_list) @body) @definition.type
 (union_specifier name: (type_identifier) @name body: (field_declaration_list) @body) @definition.type
 (enum_specifier name: (type_identifier) @name body: (enumerator_list) @body) @definition.type
