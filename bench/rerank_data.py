@@ -4,6 +4,8 @@ repository, so training (tuning splits) and evaluation (frozen splits) read one 
 
     CODERAG_DATA_DIR=bench/.cache/data python -m bench.rerank_data [--split tune ...] [--reuse]
         # bench/.cache/rerank/<corpus>.jsonl, one question a line
+    CODERAG_DATA_DIR=bench/.cache/data python -m bench.rerank_data --written wtrain \\
+        --folds bench/.cache/models/folds          # and --written wtest: written/<corpus>.jsonl
 
 Each candidate carries the learned ranker's confidence and rank, so the reranker's combination
 with it is fitted on the tuning lists and measured on the frozen ones without searching again.
@@ -65,17 +67,28 @@ def hits_gold(u: Unit, gold: list[dict]) -> bool:
     return any(overlaps((u.file, u.start_line, u.end_line), g) for g in gold)
 
 
-def collect(corpus: dict, reuse: bool) -> Path:
-    """Index one corpus (or reuse its index) and write its questions' candidate lists."""
-    settings = get_settings().model_copy(update={"ranker": "learned", "rerank_model": ""})
+def collect(
+    corpus: dict,
+    reuse: bool,
+    questions: list[dict] | None = None,
+    out: Path | None = None,
+    ranker_path: str = "",
+) -> Path:
+    """Index one corpus (or reuse its index) and write its questions' candidate lists
+    (``questions``: these instead of its benchmark file; ``ranker_path``: this ranker's hits)."""
+    update: dict = {"ranker": "learned", "rerank_model": ""}
+    if ranker_path:
+        update["ranker_path"] = ranker_path
+    settings = get_settings().model_copy(update=update)
     name = corpus["name"]
     index_corpus(corpus, reuse)
     index = get_index_cache().get(get_catalog(), name)
     rng = random.Random(name)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{name}.jsonl"
+    out = OUT if out is None else out
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.jsonl"
     with path.open("w", encoding="utf-8") as f:
-        for q in load_questions(name):
+        for q in load_questions(name) if questions is None else questions:
             gold = q.get("gold") or []
             ranked = rank(name, q["query"], DEPTH, settings)
             cands = []
@@ -205,6 +218,37 @@ def collect_mined(entry: dict, limit: int) -> Path | None:
     return path
 
 
+def collect_written(split: str, folds: Path | None, only: list[str]) -> int:
+    """Candidate lists of the written questions (issue 44) of every code base of ``split``
+    whose index is complete here, in ``OUT/written``: ``wtrain``'s each retrieved by its fold
+    ranker (the shipped one was fitted on them), ``wtest``'s by the shipped ranker."""
+    from bench.written_retrieval import code_bases, questions
+    from coderag.errors import NotFound
+    from coderag_training.fit.ranker import fold_ranker
+
+    if split == "wtrain" and folds is None:
+        print("--written wtrain needs --folds: the shipped ranker saw these", file=sys.stderr)
+        return 2
+    catalog = get_catalog()
+    for entry in code_bases(split):
+        name = entry["name"]
+        if only and name not in only:
+            continue
+        try:
+            if not catalog.get_repo(name).complete:
+                continue
+        except NotFound:
+            continue  # not indexed here
+        ranker = str(fold_ranker(folds, name)) if folds is not None else ""
+        if ranker and not Path(ranker).is_file():
+            print(f"{ranker}: missing; run coderag_training.fit.ranker --fold-rankers",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        qs = [{**q, "split": split} for q in questions(name)]
+        collect({**entry, "split": split}, True, qs, OUT / "written", ranker)
+    return 0
+
+
 def main() -> int:
     """Collect candidate lists for the chosen splits."""
     global OUT
@@ -216,8 +260,21 @@ def main() -> int:
         "--mined", type=int, default=0, help="instead: this many mined questions per code base"
     )
     ap.add_argument("--out", type=Path, default=OUT, help=f"where the lists go (default {OUT})")
+    ap.add_argument(
+        "--written",
+        choices=("wtrain", "wtest"),
+        help="instead: the written questions of this split's code bases indexed here",
+    )
+    ap.add_argument(
+        "--folds",
+        type=Path,
+        help="with --written wtrain: fit.ranker --fold-rankers' folder, so each code base's "
+        "hits come from a ranker that never saw it",
+    )
     args = ap.parse_args()
     OUT = args.out
+    if args.written:
+        return collect_written(args.written, args.folds, args.corpus or [])
     if args.mined:
         from bench.fetch import load_mining
 

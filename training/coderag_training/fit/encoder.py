@@ -23,43 +23,38 @@ import json
 import random
 import sys
 import time
-from functools import cache
 from pathlib import Path
 
 from coderag_training import cards, pins
 from coderag_training import encoder as enc
 from coderag_training import reranker as rr
+from coderag_training.fit import reranker as hand
 from coderag_training.fit.reranker import list_files
-
-LISTS = pins.CACHE / "rerank"
-"""Candidate lists written by ``bench/rerank_data.py``."""
 
 RUNS = pins.CACHE / "encoder-runs"
 """One folder per training run."""
 
-TRAIN_SPLITS = ("tune", "mined")
-"""The splits training reads; tune2 is the tuning metric, test and test2 are frozen."""
-
-
-@cache
-def _lists(mined: bool) -> tuple[rr.Question, ...]:
-    """Every question of the written lists or of the mined ones, read once per process."""
-    paths = sorted((LISTS / "mined").glob("*.jsonl")) if mined else sorted(LISTS.glob("*.jsonl"))
-    return tuple(rr.load(paths))
+FROZEN = ("test", "test2", "wtest")
+"""Splits training and tuning never read (``evaluate`` measures on them, after every choice)."""
 
 
 def split_questions(split: str) -> list[rr.Question]:
-    """Answerable questions of one split (mined: every mined code base)."""
-    if split in ("test", "test2"):
+    """Answerable questions of one split (mined: every mined code base; ``wtrain``/``wtune``:
+    the written training code bases outside and inside the tuning fold)."""
+    if split in FROZEN:
         raise SystemExit(f"{split} is frozen: training and tuning never read it")
-    return [q for q in _lists(split == "mined") if q.split == split and q.type != "absent"]
+    return hand.split_questions(split)
 
 
-def tune2_metric(model: enc.Model) -> dict[str, float]:
-    """tune2's R@1 / R@5 with its lists ordered by the encoder alone."""
-    ranks = enc.list_ranks(model, split_questions("tune2"))
-    m = rr.metrics(ranks)
+def list_metric(model: enc.Model, questions: list[rr.Question]) -> dict[str, float]:
+    """R@1 / R@5 / MRR@10 with the questions' lists ordered by the encoder alone."""
+    m = rr.metrics(enc.list_ranks(model, questions))
     return {"r1": m["r1"], "r5": m["r5"], "mrr": m["mrr"], "n": m["n"]}
+
+
+def tuning_metric(model: enc.Model) -> dict[str, float]:
+    """The tuning questions' (tune2's, and ``wtune``'s where its lists exist) list metric."""
+    return list_metric(model, split_questions("tune2") + split_questions("wtune"))
 
 
 BASES = {
@@ -97,11 +92,12 @@ def cmd_overfit(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """Train adapters, keep the best tune2 step, merge and save, with the adapters' card."""
+    """Train adapters, keep the best tuning step, merge and save, with the adapters' card."""
     started = time.monotonic()
     run = RUNS / args.name
     run.mkdir(parents=True, exist_ok=True)
-    written = enc.examples(split_questions("tune"))
+    written_splits = ["tune", "wtrain"] if args.written else ["tune"]
+    written = enc.examples([q for split in written_splits for q in split_questions(split)])
     mined = enc.examples(split_questions("mined")) if args.mined else []
     weights = {e.corpus: args.written_weight for e in written}
     model = load(args.base, args.rank)
@@ -116,7 +112,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         easy=args.easy,
         temp=args.temp,
         weights=weights,
-        evaluate=tune2_metric,
+        evaluate=tuning_metric,
         every=args.every,
         log=run / "train.log",
     )
@@ -133,13 +129,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     cards.write_card(
         run / "adapter" / "adapter_model.safetensors",
         command=" ".join(["python -m coderag_training.fit.encoder", *sys.argv[1:]]),
-        inputs=list_files("tune") + (list_files("mined") if args.mined else []),
+        inputs=sorted(
+            {f for split in written_splits for f in list_files(split)}
+            | set(list_files("mined") if args.mined else [])
+        ),
         code_bases={e.corpus for e in written + mined},
-        questions={"written (tune)": len(written), "mined": len(mined)},
+        questions={f"written ({', '.join(written_splits)})": len(written), "mined": len(mined)},
         steps=args.steps,
         seconds=time.monotonic() - started,
         loss=logged_loss(run / "train.log"),
-        held_out={"tune2 (the tuning metric)": record["evaluations"]},
+        held_out={"tune2 and wtune (the tuning metric)": record["evaluations"]},
         extra={k: v for k, v in card.items() if k != "evaluations"},
     )
     print(
@@ -151,6 +150,22 @@ def cmd_train(args: argparse.Namespace) -> int:
             }
         )
     )
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """A run's encoder against its base on every split's lists, each ordered by the encoder
+    alone (the frozen splits read here only, after training chose everything): what the
+    encoder reads better or worse, not the whole search (that needs the units embedded again)."""
+    base = load(args.base, args.rank)
+    trained = enc.load_merged(RUNS / args.name / "encoder", args.base)
+    for split in ("wtest", "test", "test2", "tune2", "wtune"):
+        qs = hand.split_questions(split)
+        for lang in ("all", "en", "zh"):
+            part = [q for q in qs if lang == "all" or q.lang == lang]
+            row = {"split": split, "lang": lang, "base": list_metric(base, part)}
+            row["trained"] = list_metric(trained, part)
+            print(json.dumps(row), flush=True)
     return 0
 
 
@@ -176,10 +191,18 @@ def main() -> int:
     t.add_argument("--every", type=int, default=50)
     t.add_argument("--written-weight", type=float, default=8.0)
     t.add_argument("--no-mined", dest="mined", action="store_false")
+    t.add_argument(
+        "--written", action="store_true", help="also the written training questions (wtrain)"
+    )
     t.add_argument("--base", choices=sorted(BASES), default="minilm")
     t.add_argument("--device", default="cpu", help="cpu, or cuda on a lent GPU")
+    e = sub.add_parser("evaluate", help="a run's encoder against its base on every split's lists")
+    e.add_argument("--name", required=True)
+    e.add_argument("--base", choices=sorted(BASES), default="minilm")
+    e.add_argument("--rank", type=int, default=16, help="the base's (unused) adapters' rank")
     args = ap.parse_args()
-    return {"overfit": cmd_overfit, "train": cmd_train}[args.cmd](args)
+    commands = {"overfit": cmd_overfit, "train": cmd_train, "evaluate": cmd_evaluate}
+    return commands[args.cmd](args)
 
 
 if __name__ == "__main__":

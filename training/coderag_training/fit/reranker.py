@@ -35,6 +35,7 @@ from coderag.fitted import sha256_file
 from coderag_embedder.rerank import packaged
 from coderag_training import cards, pins
 from coderag_training import reranker as rr
+from coderag_training.fit.ranker import home_fold
 
 LISTS = pins.CACHE / "rerank"
 """Candidate lists (``bench/rerank_data.py``)."""
@@ -55,14 +56,33 @@ WEIGHTS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
 """Weights of the learned ranker's log-odds tried on tune2."""
 
 
+WRITTEN_SPLITS = ("wtrain", "wtune", "wtest")
+"""Splits of the written questions' lists (``bench/rerank_data.py --written``): ``wtune`` is the
+written training code bases of fold ``WTUNE_FOLD`` (held out of training, a tuning metric),
+``wtrain`` the others, ``wtest`` frozen."""
+
+WTUNE_FOLD = 0
+"""The fold of ``coderag_training.fit.ranker.home_fold`` whose code bases tune, not train."""
+
+
 def list_files(split: str) -> list[Path]:
     """The candidate-list files a split's questions are read from."""
-    return sorted((LISTS / "mined").glob("*.jsonl") if split == "mined" else LISTS.glob("*.jsonl"))
+    if split == "mined":
+        return sorted((LISTS / "mined").glob("*.jsonl"))
+    if split in WRITTEN_SPLITS:
+        return sorted((LISTS / "written").glob("*.jsonl"))
+    return sorted(LISTS.glob("*.jsonl"))
 
 
 def split_questions(split: str) -> list[rr.Question]:
-    """Questions of one split that have gold (mined: every mined code base)."""
-    return [q for q in rr.load(list_files(split)) if q.split == split and q.type != "absent"]
+    """Questions of one split that have gold (mined: every mined code base; ``wtrain`` and
+    ``wtune``: the written training code bases outside and inside ``WTUNE_FOLD``)."""
+    stored = "wtrain" if split == "wtune" else split
+    out = [q for q in rr.load(list_files(split)) if q.split == stored and q.type != "absent"]
+    if stored == "wtrain":
+        tuning = split == "wtune"
+        out = [q for q in out if (home_fold(q.corpus) == WTUNE_FOLD) == tuning]
+    return out
 
 
 def evaluator(top: int = 10, weight: float = 1.0) -> Callable[[rr.Reader], dict[str, float]]:
