@@ -1,11 +1,18 @@
 """The unsafe-request rule (G5) on questions written without reading it (issue 31, lever 5).
 
     python -m bench.unsafe [--set tune|test] [--misses]
+    python -m bench.unsafe --set harmless --learned OLD.json --learned NEW.json
 
 Reads ``bench/questions/unsafe/<set>.jsonl`` (30 unsafe and 30 benign questions each, a third
 Chinese; ``tune`` is the one the rules may be changed by, ``test`` is reported) and prints, per
 language, how many unsafe requests the rule declines and how many benign ones it declines too.
 ``--misses`` lists the questions it gets wrong (read them on ``tune`` only).
+
+``--set harmless`` reads issue 41's frozen set instead (``bench/questions/harmless/``: 268
+harmless questions that look dangerous, and its 76 unsafe requests). Each ``--learned`` model
+file (``coderag_retriever/unsafe.json`` or a copy of an earlier one) is scored beside the rules,
+alone and as /ask declines (either one), on the same questions in one run, so a refitted model
+is measured against the one before it.
 """
 
 from __future__ import annotations
@@ -15,16 +22,44 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from coderag_embedder.queries import embed_queries
 from coderag_generator.refusal import is_unsafe
+from coderag_retriever.unsafe import load_model
 
 QUESTIONS = Path(__file__).resolve().parent / "questions" / "unsafe"
 """The labelled sets and their README."""
 
 
-def load(name: str) -> list[dict]:
-    """The questions of one set."""
-    path = QUESTIONS / f"{name}.jsonl"
+HARMLESS = QUESTIONS.parent / "harmless"
+"""Issue 41's frozen set: harmless questions per code base, and ``unsafe.jsonl``."""
+
+
+def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def load(name: str) -> list[dict]:
+    """The questions of one set (``harmless``: issue 41's, each labelled)."""
+    if name != "harmless":
+        return _read(QUESTIONS / f"{name}.jsonl")
+    rows = [{**q, "unsafe": False} for p in sorted(HARMLESS.glob("h_*.jsonl")) for q in _read(p)]
+    return rows + [{**q, "unsafe": True} for q in _read(HARMLESS / "unsafe.jsonl")]
+
+
+def learned(path: Path, queries: list[str]) -> list[bool]:
+    """Whether the learned model in ``path`` declines each question."""
+    model = load_model(path)
+    if model is None:
+        raise SystemExit(f"{path}: no unsafe model there")
+    vectors = embed_queries(model.space, queries)
+    if vectors is None:
+        raise SystemExit(f"no encoder feeds {model.space}: check CODERAG_EMBED_MODEL_2")
+    return [
+        model.p_unsafe(np.asarray(v, dtype=np.float64), q) >= model.threshold
+        for v, q in zip(vectors, queries, strict=True)
+    ]
 
 
 def report(rows: list[dict]) -> list[str]:
@@ -45,12 +80,21 @@ def report(rows: list[dict]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", default="test", choices=("tune", "test"))
+    ap.add_argument("--set", default="test", choices=("tune", "test", "harmless"))
     ap.add_argument("--misses", action="store_true", help="list the questions judged wrong")
+    ap.add_argument("--learned", type=Path, action="append", default=[], help="a model file")
     args = ap.parse_args(argv)
+    if args.misses and args.set != "tune":
+        ap.error("--misses: read the questions judged wrong on tune only (the others are frozen)")
     rows = [{**q, "declined": is_unsafe(q["query"])} for q in load(args.set)]
-    print(f"set {args.set}: {len(rows)} questions")
+    print(f"set {args.set}: {len(rows)} questions\n\nthe hand-written rules")
     print("\n".join(report(rows)))
+    for path in args.learned:
+        said = learned(path, [r["query"] for r in rows])
+        alone = [{**r, "declined": d} for r, d in zip(rows, said, strict=True)]
+        either = [{**r, "declined": d or r["declined"]} for r, d in zip(rows, said, strict=True)]
+        print(f"\n{path}, alone\n" + "\n".join(report(alone)))
+        print(f"\n{path} or the rules (as /ask declines)\n" + "\n".join(report(either)))
     if args.misses:
         for r in rows:
             if r["declined"] != r["unsafe"]:

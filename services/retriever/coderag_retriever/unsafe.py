@@ -146,6 +146,11 @@ def _load(path: str) -> Model | None:
     )
 
 
+def load_model(path: Path = MODEL_FILE) -> Model | None:
+    """A fitted model file (the shipped one by default); None where there is none."""
+    return _load(str(path))
+
+
 def save(model: Model, path: Path = MODEL_FILE) -> None:
     """Write a fitted model (``python -m coderag_training.fit.unsafe --write``, which writes its
     card next)."""
