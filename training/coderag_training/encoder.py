@@ -230,9 +230,11 @@ def info_nce(
     return torch.nn.functional.cross_entropy(logits, target)
 
 
-def list_ranks(model: Model, questions: Sequence[Question]) -> list[int | None]:
-    """Rank of the first gold unit when each question's list (the shipped search's top 30 and
-    its random units) is ordered by the encoder's cosine alone."""
+def list_ranks(
+    model: Model, questions: Sequence[Question], randoms: bool = True
+) -> list[int | None]:
+    """Rank of the first gold unit when each question's list (the shipped search's top 30 and,
+    with ``randoms``, its random units) is ordered by the encoder's cosine alone."""
     import torch
 
     ranks: list[int | None] = []
@@ -240,7 +242,8 @@ def list_ranks(model: Model, questions: Sequence[Question]) -> list[int | None]:
     model.model.eval()
     with torch.inference_mode():
         for q in questions:
-            pool = list(q.candidates) + [c for c in q.randoms if c not in q.candidates]
+            extra = [c for c in q.randoms if c not in q.candidates] if randoms else []
+            pool = list(q.candidates) + extra
             if not any(_label(c) for c in pool):
                 continue
             qv = model.queries([q.reader_query])

@@ -154,17 +154,24 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """A run's encoder against its base on every split's lists, each ordered by the encoder
-    alone (the frozen splits read here only, after training chose everything): what the
-    encoder reads better or worse, not the whole search (that needs the units embedded again)."""
+    """A run's encoder against its base on each split's lists, the search's top 30 ordered by
+    the encoder alone (the frozen splits read here only, after training chose everything): what
+    the encoder reads better or worse among the units the search found, not the whole search
+    (that needs every unit embedded again)."""
     base = load(args.base, args.rank)
     trained = enc.load_merged(RUNS / args.name / "encoder", args.base)
-    for split in ("wtest", "test", "test2", "tune2", "wtune"):
+    for split in args.split or ("wtest", "test", "test2", "wtune", "tune2"):
         qs = hand.split_questions(split)
+        ranks = {
+            (name, lang): enc.list_ranks(model, [q for q in qs if q.lang == lang], False)
+            for name, model in (("base", base), ("trained", trained))
+            for lang in ("en", "zh")
+        }
         for lang in ("all", "en", "zh"):
-            part = [q for q in qs if lang == "all" or q.lang == lang]
-            row = {"split": split, "lang": lang, "base": list_metric(base, part)}
-            row["trained"] = list_metric(trained, part)
+            langs = ("en", "zh") if lang == "all" else (lang,)
+            row: dict[str, object] = {"split": split, "lang": lang}
+            for name in ("base", "trained"):
+                row[name] = rr.metrics([r for la in langs for r in ranks[name, la]])
             print(json.dumps(row), flush=True)
     return 0
 
@@ -200,6 +207,7 @@ def main() -> int:
     e.add_argument("--name", required=True)
     e.add_argument("--base", choices=sorted(BASES), default="minilm")
     e.add_argument("--rank", type=int, default=16, help="the base's (unused) adapters' rank")
+    e.add_argument("--split", action="append", help="only these splits")
     args = ap.parse_args()
     commands = {"overfit": cmd_overfit, "train": cmd_train, "evaluate": cmd_evaluate}
     return commands[args.cmd](args)
