@@ -394,7 +394,10 @@ def evaluate(args: argparse.Namespace) -> int:
     from sentence_transformers.cross_encoder import CrossEncoder
 
     torch.set_num_threads(args.threads)
-    chosen = model_dir(RUNS / args.name)
+    run = RUNS / args.name
+    chosen = (
+        run / "checkpoints" / f"checkpoint-{args.checkpoint}" if args.checkpoint else model_dir(run)
+    )
     print(json.dumps({"model": str(chosen)}))
     reader = Scorer(CrossEncoder(str(chosen), local_files_only=True), memo=True).reader()
     tuning = tuning_questions()
@@ -429,6 +432,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--negatives", type=int, default=7)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="question plus unit")
+    ap.add_argument("--checkpoint", type=int, help="evaluate: this step's checkpoint, not the best")
     ap.add_argument(
         "--sources",
         default=",".join(SOURCES),
