@@ -252,7 +252,7 @@ def test_the_unsafe_trainer_writes_a_model_the_retriever_loads_and_its_card(
         return np.hstack([axis * 3.0, rng.normal(0.0, 0.3, (len(queries), 2))]).astype(np.float32)
 
     model = tmp_path / "unsafe.json"
-    monkeypatch.setattr(trainer, "gather", lambda: data)
+    monkeypatch.setattr(trainer, "gather", lambda also=(): data)
     monkeypatch.setattr(trainer, "vectors", vectors)
     monkeypatch.setattr(trainer.shipped, "MODEL_FILE", model)
     assert trainer.main(["--write"]) == 0
