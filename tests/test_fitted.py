@@ -256,7 +256,7 @@ def test_the_unsafe_trainer_writes_a_model_the_retriever_loads_and_its_card(
     monkeypatch.setattr(trainer, "vectors", vectors)
     monkeypatch.setattr(trainer.shipped, "MODEL_FILE", model)
     assert trainer.main(["--write"]) == 0
-    loaded = unsafe._load(str(model))
+    loaded = unsafe.load_model(model)
     assert loaded is not None and loaded.space in trainer.SPACES
     card = fitted.verify(model)
     assert card.command == "python -m coderag_training.fit.unsafe --write"

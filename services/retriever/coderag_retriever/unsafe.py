@@ -163,7 +163,7 @@ def model_for(settings: Settings) -> Model | None:
     its space; else None."""
     if settings.unsafe_rule != "learned":
         return None
-    m = _load(str(MODEL_FILE))
+    m = load_model()
     if m is None or m.encoder != settings.embed_model_2 or not m.encoder:
         return None
     return m

@@ -52,9 +52,9 @@ def list_metric(model: enc.Model, questions: list[rr.Question]) -> dict[str, flo
     return {"r1": m["r1"], "r5": m["r5"], "mrr": m["mrr"], "n": m["n"]}
 
 
-def tuning_metric(model: enc.Model) -> dict[str, float]:
-    """The tuning questions' (tune2's, and ``wtune``'s where its lists exist) list metric."""
-    return list_metric(model, split_questions("tune2") + split_questions("wtune"))
+def tuning_questions() -> list[rr.Question]:
+    """The questions that tune: tune2's, and ``wtune``'s where its lists exist."""
+    return split_questions("tune2") + split_questions("wtune")
 
 
 BASES = {
@@ -100,6 +100,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     written = enc.examples([q for split in written_splits for q in split_questions(split)])
     mined = enc.examples(split_questions("mined")) if args.mined else []
     weights = {e.corpus: args.written_weight for e in written}
+    tuning = tuning_questions()
     model = load(args.base, args.rank)
     model.model.to(args.device)
     record = enc.train(
@@ -112,7 +113,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         easy=args.easy,
         temp=args.temp,
         weights=weights,
-        evaluate=tuning_metric,
+        evaluate=lambda m: list_metric(m, tuning),  # the lists read once, not per evaluation
         every=args.every,
         log=run / "train.log",
     )
@@ -158,7 +159,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     the encoder alone (the frozen splits read here only, after training chose everything): what
     the encoder reads better or worse among the units the search found, not the whole search
     (that needs every unit embedded again)."""
-    base = load(args.base, args.rank)
+    base = load(args.base, 16)  # fresh adapters change nothing: the base encoder itself
     trained = enc.load_merged(RUNS / args.name / "encoder", args.base)
     for split in args.split or ("wtest", "test", "test2", "wtune", "tune2"):
         qs = hand.split_questions(split)
@@ -206,7 +207,6 @@ def main() -> int:
     e = sub.add_parser("evaluate", help="a run's encoder against its base on every split's lists")
     e.add_argument("--name", required=True)
     e.add_argument("--base", choices=sorted(BASES), default="minilm")
-    e.add_argument("--rank", type=int, default=16, help="the base's (unused) adapters' rank")
     e.add_argument("--split", action="append", help="only these splits")
     args = ap.parse_args()
     commands = {"overfit": cmd_overfit, "train": cmd_train, "evaluate": cmd_evaluate}
