@@ -132,3 +132,48 @@ def test_e5_adapters_learn_and_the_embedder_serves_the_directory_as_vector2(
     assert served.name != packaged["vector2"].name and served.name.startswith("e5-")
     assert np.allclose(served.encode(units), adapted_units, atol=1e-4)
     assert np.allclose(served.encode_query(list(QUESTIONS)), adapted_queries, atol=1e-4)
+
+
+def test_a_run_stopped_by_its_budget_resumes_to_the_unbroken_runs_adapters(
+    tmp_path: Path,
+) -> None:
+    import torch
+
+    questions = _questions()
+    data = enc.examples(questions)
+
+    def run(state: Path | None, budget_s: float | None) -> tuple[enc.Model, dict]:
+        torch.manual_seed(7)  # the same fresh adapters for every model of the test
+        model = enc.load(rank=8)
+        record = enc.train(
+            model,
+            data,
+            steps=6,
+            lr=3e-3,
+            batch_size=4,
+            hard=3,
+            easy=0,
+            evaluate=lambda m: {"r1": enc.r_at_1(enc.list_ranks(m, questions))},
+            every=2,
+            state=state,
+            budget_s=budget_s,
+        )
+        return model, record
+
+    unbroken, whole = run(None, None)
+    state = tmp_path / "state.pt"
+    _, stopped = run(state, 0.0)  # out of time at the first evaluation
+    assert stopped["complete"] is False and stopped["best_step"] is None
+    assert [e["step"] for e in stopped["evaluations"]] == [0, 2] and state.is_file()
+    resumed, finished = run(state, None)
+    assert finished["complete"] is True
+    assert [e["step"] for e in finished["evaluations"]] == [0, 2, 4, 6]
+    assert [e["r1"] for e in finished["evaluations"]] == [e["r1"] for e in whole["evaluations"]]
+    assert finished["best_step"] == whole["best_step"]
+    assert finished["loss_first"] == whole["loss_first"][: len(finished["loss_first"])]
+    trained = dict(unbroken.model.named_parameters())
+    for name, p in resumed.model.named_parameters():
+        if p.requires_grad:
+            assert torch.allclose(p, trained[name], atol=1e-6), name
+    with pytest.raises(ValueError, match="not 8"):
+        enc.train(enc.load(rank=8), data, steps=8, lr=3e-3, state=state)

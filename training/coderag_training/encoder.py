@@ -275,9 +275,17 @@ def train(
     every: int = 50,
     seed: int = 0,
     log: Path | None = None,
+    state: Path | None = None,
+    budget_s: float | None = None,
 ) -> dict[str, Any]:
     """Train the adapters; evaluates every ``every`` steps and restores the adapters of the best
-    evaluation (``r1``); returns the run's record (loss curve, evaluations, best step)."""
+    evaluation (``r1``); returns the run's record (loss curve, evaluations, best step).
+
+    With ``state``, the run saves itself there at each evaluation and resumes from it when the
+    file exists (the same steps, batches and draws as an unbroken run); with ``budget_s`` it
+    stops after the first evaluation past that many seconds of this call and returns a record
+    whose ``complete`` is False, the adapters as trained so far (a run longer than the 90
+    minutes one run may take goes on from its state in the next)."""
     import torch
 
     torch.manual_seed(seed)
@@ -286,11 +294,52 @@ def train(
     optim = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     warm = max(1, steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: lr_factor(s, steps, warm))
-    stream = batches(data, batch_size, weights or {}, rng)
     losses: list[float] = []
     evals: list[dict[str, float]] = []
     best: tuple[float, int, dict[str, Any]] | None = None
+    first, earlier_s = 1, 0.0
+    if state is not None and state.is_file():
+        saved = torch.load(state, weights_only=False)
+        if saved["steps"] != steps:
+            raise ValueError(f"{state} is a run of {saved['steps']} steps, not {steps}")
+        model.model.load_state_dict(saved["adapters"], strict=False)
+        optim.load_state_dict(saved["optim"])
+        sched.load_state_dict(saved["sched"])
+        rng.setstate(saved["rng"])
+        torch.set_rng_state(saved["torch_rng"])
+        losses, evals, best = saved["losses"], saved["evals"], saved["best"]
+        first, earlier_s = saved["step"] + 1, saved["seconds"]
+    # the stream holds no state of its own but ``rng``'s: restored, it goes on where it stopped
+    stream = batches(data, batch_size, weights or {}, rng)
     started = time.monotonic()
+
+    def elapsed() -> float:
+        return earlier_s + time.monotonic() - started
+
+    def save_state(step: int) -> None:
+        if state is None:
+            return
+        adapters = {
+            k: v.detach().clone() for k, v in model.model.named_parameters() if v.requires_grad
+        }
+        tmp = state.with_name(state.name + ".tmp")
+        torch.save(
+            {
+                "steps": steps,
+                "step": step,
+                "adapters": adapters,
+                "optim": optim.state_dict(),
+                "sched": sched.state_dict(),
+                "rng": rng.getstate(),
+                "torch_rng": torch.get_rng_state(),
+                "losses": losses,
+                "evals": evals,
+                "best": best,
+                "seconds": elapsed(),
+            },
+            tmp,
+        )
+        tmp.replace(state)  # a run killed while saving keeps its last whole state
 
     def note(record: dict[str, Any]) -> None:
         line = json.dumps(record)
@@ -303,18 +352,20 @@ def train(
         nonlocal best
         if evaluate is None:
             return
-        result = {"step": step, **evaluate(model), "s": round(time.monotonic() - started)}
+        result = {"step": step, **evaluate(model), "s": round(elapsed())}
         evals.append(result)
         note({"eval": result})
         if best is None or result["r1"] > best[0]:
-            state = {
+            kept = {
                 k: v.detach().clone() for k, v in model.model.named_parameters() if v.requires_grad
             }
-            best = (result["r1"], step, state)
+            best = (result["r1"], step, kept)
 
     model.model.train()
-    checkpoint(0)
-    for step in range(1, steps + 1):
+    if first == 1:
+        checkpoint(0)
+    complete = True
+    for step in range(first, steps + 1):
         loss = info_nce(model, next(stream), hard, easy, temp, rng)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -329,20 +380,18 @@ def train(
                     "step": step,
                     "loss": round(sum(recent) / len(recent), 4),
                     "lr": sched.get_last_lr()[0],
-                    "s": round(time.monotonic() - started),
+                    "s": round(elapsed()),
                 }
             )
         if step % every == 0 or step == steps:
             checkpoint(step)
-    best_step = steps
-    if best is not None:
-        _, best_step, state = best
-        with torch.no_grad():
-            for k, v in model.model.named_parameters():
-                if k in state:
-                    v.copy_(state[k])
+            save_state(step)
+            if budget_s is not None and step < steps and time.monotonic() - started >= budget_s:
+                complete = False
+                note({"stopped": step, "s": round(elapsed())})
+                break
     model.model.eval()
-    return {
+    record_base = {
         "steps": steps,
         "lr": lr,
         "batch_size": batch_size,
@@ -353,10 +402,20 @@ def train(
         "loss_first": losses[:10],
         "loss_last": losses[-10:],
         "evaluations": evals,
-        "best_step": best_step,
-        "seconds": round(time.monotonic() - started),
+        "seconds": round(elapsed()),
         "chance_loss": round(math.log(batch_size * (1 + hard + easy)), 3),
+        "complete": complete,
     }
+    if not complete:
+        return {**record_base, "best_step": None}
+    best_step = steps
+    if best is not None:
+        _, best_step, kept_best = best
+        with torch.no_grad():
+            for k, v in model.model.named_parameters():
+                if k in kept_best:
+                    v.copy_(kept_best[k])
+    return {**record_base, "best_step": best_step}
 
 
 def save(model: Model, out: Path, card: dict[str, Any]) -> Path:

@@ -3,6 +3,7 @@ of ``bench/rerank_data.py``.
 
     python -m coderag_training.fit.encoder overfit      # 200 questions, loss must fall to ~0
     python -m coderag_training.fit.encoder train --name NAME [--base e5] [--steps 300 ...]
+        [--minutes 80]                   # stops at an evaluation past 80 minutes; --resume goes on
         # bench/.cache/encoder-runs/NAME/{encoder,adapter,card.json,train.log}, and the
         # adapters' card adapter/adapter_model.card.json
     CODERAG_DATA_DIR=bench/.cache/data-NAME \\
@@ -22,7 +23,6 @@ import argparse
 import json
 import random
 import sys
-import time
 from pathlib import Path
 
 from coderag_training import cards, pins
@@ -93,8 +93,10 @@ def cmd_overfit(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train adapters, keep the best tuning step, merge and save, with the adapters' card."""
-    started = time.monotonic()
     run = RUNS / args.name
+    state = run / "state.pt"
+    if state.is_file() and not args.resume:
+        raise SystemExit(f"{run} stopped part-way: pass --resume to go on, or another --name")
     run.mkdir(parents=True, exist_ok=True)
     written_splits = ["tune", "wtrain"] if args.written else ["tune"]
     written = enc.examples([q for split in written_splits for q in split_questions(split)])
@@ -116,7 +118,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         evaluate=lambda m: list_metric(m, tuning),  # the lists read once, not per evaluation
         every=args.every,
         log=run / "train.log",
+        state=state,
+        budget_s=args.minutes * 60 if args.minutes else None,
     )
+    if not record["complete"]:
+        step = record["evaluations"][-1]["step"]
+        print(f"stopped at step {step} of {args.steps} (--minutes {args.minutes}); the same "
+              "command with --resume goes on from there")  # fmt: skip
+        return 0
     card = {
         "base": BASES[args.base],
         "adapters": f"LoRA r={args.rank} on {', '.join(enc.TARGETS)}",
@@ -127,6 +136,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     }
     model.model.to("cpu")  # merged and saved for the CPU that serves it
     target = enc.save(model, run, card)
+    state.unlink(missing_ok=True)  # done: the saved encoder is what the run leaves
     cards.write_card(
         run / "adapter" / "adapter_model.safetensors",
         command=" ".join(["python -m coderag_training.fit.encoder", *sys.argv[1:]]),
@@ -137,7 +147,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         code_bases={e.corpus for e in written + mined},
         questions={f"written ({', '.join(written_splits)})": len(written), "mined": len(mined)},
         steps=args.steps,
-        seconds=time.monotonic() - started,
+        seconds=record["seconds"],  # every part of a resumed run
         loss=logged_loss(run / "train.log"),
         held_out={"tune2 and wtune (the tuning metric)": record["evaluations"]},
         extra={k: v for k, v in card.items() if k != "evaluations"},
@@ -204,6 +214,12 @@ def main() -> int:
     )
     t.add_argument("--base", choices=sorted(BASES), default="minilm")
     t.add_argument("--device", default="cpu", help="cpu, or cuda on a lent GPU")
+    t.add_argument(
+        "--minutes",
+        type=float,
+        help="stop at the first evaluation past this long, saving the run to resume",
+    )
+    t.add_argument("--resume", action="store_true", help="go on from where the run stopped")
     e = sub.add_parser("evaluate", help="a run's encoder against its base on every split's lists")
     e.add_argument("--name", required=True)
     e.add_argument("--base", choices=sorted(BASES), default="minilm")
