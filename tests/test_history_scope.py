@@ -425,3 +425,40 @@ def test_who_added_a_name_leads_with_the_commit_that_brought_it_in(
     assert first_commit(answer) == shas["cors"] and "Bob Barker" in answer, answer
     assert shas["initial"] not in answer, "the commit before Range is no commit that added it"
     assert " lines " not in answer, "an old commit's line numbers are not today's"
+
+
+@pytest.fixture
+def webkit_renamed(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    """webkit whose GZip ``compress`` became ``compress_if_large`` in a later commit that kept
+    its body: the unit's lines began with the first commit, its name with the rename."""
+    root = tmp_path / "webkit"
+    shas = build_webkit(root)
+    _edit(root, "webkit/middleware/gzip.py", "def compress(", "def compress_if_large(")
+    shas["rename"] = _commit(root, "GZip: say when it compresses", 1.5, "Ivy Lee")
+    with _served(root) as client:
+        yield client, shas
+
+
+@pytest.mark.slow
+def test_who_added_a_distinctive_unit_name_leads_with_the_commit_that_brought_the_name_in(
+    webkit_renamed: tuple[TestClient, dict[str, str]],
+) -> None:
+    client, shas = webkit_renamed
+    # issue 43's fourth trial: "Who added genLevelComparison?" named the 2018 commit its lines
+    # came from, not the 2024 commit that wrote the function under that name
+    for query in ("Who added compress_if_large, and when?", "谁添加了 compress_if_large？"):
+        body = ask(client, query)
+        answer = body["answer"]
+        assert body["refused"] is False, (query, body)
+        assert "`compress_if_large`" in answer.splitlines()[0], (query, answer)
+        assert first_commit(answer) == shas["rename"] and "Ivy Lee" in answer, (query, answer)
+        assert shas["initial"] not in answer, (query, answer)
+
+
+def test_a_pickaxe_is_for_names_rarely_anything_else() -> None:
+    from coderag_generator.chronicle import distinctive
+
+    for name in ("genLevelComparison", "compress_if_large", "MixedAnnotatedAndDefaultStyleError"):
+        assert distinctive(name), name
+    for name in ("route", "child", "write", "_private", "Router"):
+        assert not distinctive(name), name

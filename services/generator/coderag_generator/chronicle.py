@@ -206,12 +206,30 @@ def _best_units(about: str, hits: list[Hit]) -> list[Hit]:
     return out
 
 
+_DISTINCT = re.compile(r"[a-z0-9][A-Z]|[A-Za-z0-9]_[A-Za-z0-9]")
+"""camelCase or snake_case: a name whose text is rarely anything but that name."""
+
+DISTINCT_LENGTH = 12
+"""A name at least this long is taken as its own, whatever its case."""
+
+
+def distinctive(name: str) -> bool:
+    """Whether a pickaxe for ``name`` finds that name rather than every use of a common word
+    (``genLevelComparison``, ``compress_if_large``; not ``route`` or ``child``)."""
+    return bool(_DISTINCT.search(name)) or len(name) >= DISTINCT_LENGTH
+
+
 def introduced_term(query: str, units: list[Hit]) -> str | None:
     """The name a "who added X" question asks about, when the code of what it is about holds
-    it as written and it is not the unit's own name (whose oldest commit already answers)."""
+    it as written: a name inside a unit, or a unit's own name when it is ``distinctive``. A
+    unit's oldest commit is where its lines began, which may be code that held another name
+    (issue 43's fourth trial: ``genLevelComparison``'s lines date from 2018, the name from
+    2024); a short name keeps that oldest commit, since a pickaxe for it finds every use of the
+    word."""
     for term in named_terms(query):
         if any(term == u.symbol or u.symbol.endswith("." + term) for u in units):
-            return None
+            leaf = _NAME_PARTS.split(term)[-1]
+            return leaf if distinctive(leaf) else None
         if any(term in (u.text or "") or u.kind in (FILE_TARGET, FOLDER_TARGET) for u in units):
             return term
     return None
