@@ -15,7 +15,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,10 +58,11 @@ def announcements() -> Path:
 
 
 @contextmanager
-def announced(url: str, settings: Settings) -> Iterator[None]:
+def announced(url: str, settings: Settings) -> Iterator[Callable[[], None]]:
     """While the block runs, announce a server at ``url`` for commands started anywhere on this
     machine (``coderag mcp`` from an agent's folder found nothing on another port: issue 43's
-    second trial); a folder that cannot be written only costs the announcement."""
+    second trial); a folder that cannot be written only costs the announcement. The block gets
+    the withdrawal itself, for a server that ends its process before the block can end."""
     folder = announcements()
     path = folder / f"{os.getpid()}.json"
     record = {
@@ -77,11 +78,15 @@ def announced(url: str, settings: Settings) -> Iterator[None]:
         os.replace(f.name, path)
     except OSError as exc:
         log.warning("cannot announce the server in %s: %s", folder, exc)
-    try:
-        yield
-    finally:
+
+    def withdraw() -> None:
         with suppress(OSError):
             path.unlink()
+
+    try:
+        yield withdraw
+    finally:
+        withdraw()
 
 
 def _alive(pid: int) -> bool:
