@@ -92,6 +92,14 @@ def test_symbols_and_calls_over_http(tmp_path: Path) -> None:
         assert client.get("/repos/g/calls", params={"symbol": "nope"}).status_code == 404
         assert client.get("/repos/x/symbols").status_code == 404
         assert client.get("/repos/g/symbols", params={"limit": 0}).status_code == 422
+        # a parameter the route does not take is an error naming the ones it does, not a filter
+        # silently dropped (issue 43's fourth trial: ?prefix= listed the alphabet's first)
+        reply = client.get("/repos/g/symbols", params={"prefix": "hel"})
+        assert reply.status_code == 400, reply.text
+        assert "'prefix'" in reply.text and "kind, limit, q, ref" in reply.text, reply.text
+        reply = client.get("/repos/g/calls", params={"symbol": "helper", "depth": 2})
+        assert reply.status_code == 400 and "'depth'" in reply.text, reply.text
+        assert client.get("/repos/g/symbols", params={"q": "hel", "ref": ""}).status_code != 400
 
 
 ROUTING = """class Router:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, Header, Path, Query
+from fastapi import Depends, Header, Path, Query, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 
 from coderag.auth import Principal
 from coderag.errors import Conflict, Forbidden, InvalidInput, Unauthorized
@@ -152,3 +154,27 @@ def repo_key_param(
 
 RepoKeyDep = Annotated[str, Depends(repo_key_param)]
 """What a read of ``/repos/{name}/...`` reads: the repository or the ``ref`` asked for."""
+
+
+def known_query(request: Request) -> None:
+    """Refuse a query parameter the route does not take, naming the ones it does: a misspelt
+    filter silently ignored returned the first symbols of the alphabet as if they matched
+    (``/symbols?prefix=`` for ``?q=``: issue 43's fourth trial)."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    taken = sorted(_query_names(route.dependant))
+    unknown = sorted(set(request.query_params) - set(taken))
+    if unknown:
+        raise InvalidInput(
+            f"{route.path} takes no query parameter {', '.join(map(repr, unknown))}; "
+            f"it takes {', '.join(taken) or 'none'}"
+        )
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters a route or dependency takes, its sub-dependencies' included."""
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names

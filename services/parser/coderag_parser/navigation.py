@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
-from coderag.deps import CatalogDep, RepoKeyDep, UserDep
+from coderag.deps import CatalogDep, RepoKeyDep, UserDep, known_query
 from coderag.errors import NotFound
 from coderag.responses import errors
 
 MAX_SYMBOLS = 500
 """Most rows one /symbols call returns."""
 
-router = APIRouter(tags=["symbols"])
+router = APIRouter(tags=["symbols"], dependencies=[Depends(known_query)])
 
 
 @router.get("/repos/{name}/symbols", responses=errors(400, 404))
