@@ -462,3 +462,51 @@ def test_a_pickaxe_is_for_names_rarely_anything_else() -> None:
         assert distinctive(name), name
     for name in ("route", "child", "write", "_private", "Router"):
         assert not distinctive(name), name
+
+
+@pytest.mark.slow
+def test_it_with_no_earlier_turn_is_asked_back(webkit: tuple[TestClient, dict[str, str]]) -> None:
+    client, shas = webkit
+    # issue 43's fourth trial: "And who last changed it?" opening a session listed commits of
+    # whatever units its words found, as if "it" were known
+    for query, said in (("And who last changed it?", '"it"'), ("它是谁最后改的？", "“它”")):
+        body = ask(client, query)
+        assert body["clarify"] is True and body["refused"] is False, (query, body)
+        assert body["reason"] == "no_antecedent" and not body["citations"], (query, body)
+        assert said in body["answer"].split("?")[0].split("？")[0], body  # asked back first
+        assert "- `" not in body["answer"], body
+    # the same follow-up in a session that said what "it" is gets its history
+    turn = {"repo": "webkit", "session_id": "antecedent"}
+    first = client.post("/ask", json={**turn, "query": "Where does the CORS middleware decide "
+                                       "whether an origin is allowed?"})  # fmt: skip
+    assert first.status_code == 200, first.text
+    body = client.post("/ask", json={**turn, "query": "And who last changed it?"}).json()
+    assert body["clarify"] is False and body["reason"] == "", body
+    # "it" is the unit the first answer cited, untouched since the first commit
+    assert "is_allowed_origin" in body["answer"].splitlines()[0], body["answer"]
+    assert first_commit(body["answer"]) == shas["initial"], body["answer"]
+
+
+def test_a_question_needs_an_earlier_turn_only_when_it_names_nothing_else() -> None:
+    from coderag_generator.conversation import needs_antecedent
+
+    for query in (
+        "And who last changed it?",
+        "What does it return?",
+        "How does it work?",
+        "Who added this function?",
+        "它是谁最后改的？",
+        "它在哪里被调用？",
+        "这个函数是做什么的？",
+    ):
+        assert needs_antecedent(query), query
+    for query in (
+        "How does it parse the config file?",
+        "And what about its error handling?",
+        "Who last changed lib/proto.js?",
+        "What does parse_args return?",
+        "Does it support YAML?",
+        "它是怎么解析配置文件的？",
+        "What is this project for?",
+    ):
+        assert needs_antecedent(query) is None, query

@@ -412,8 +412,9 @@ class AskResponse(BaseModel):
     reason: str = Field(
         "",
         description="Why the answer was decided without the model or refused: unsafe, vague, "
-        "no_hits, score_gate, absent_term, model, no_citation, no_history, premise (the answer "
-        "corrects the question's premise); empty for an answer.",
+        "no_hits, score_gate, absent_term, model, no_citation, no_history, no_antecedent (a "
+        'clarifying answer: "it" with no earlier turn), premise (the answer corrects the '
+        "question's premise); empty for an answer.",
     )
     backend: str = ""
     input_tokens: int = 0

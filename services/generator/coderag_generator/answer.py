@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from coderag.language import language
 from coderag.schemas import Citation, Freshness, Hit, RetrieveResponse
 from coderag.settings import Settings
-from coderag_generator import chronicle, premise, prompts, refusal, window
+from coderag_generator import chronicle, conversation, premise, prompts, refusal, window
 from coderag_generator.backends import Backend
 from coderag_generator.backends.base import Grounding, Prompt
 from coderag_generator.citations import check
@@ -92,6 +92,9 @@ REFUSED_BY_MODEL, NO_CITATION = "model", "no_citation"
 
 PREMISE = "premise"
 """The ``reason`` of an answer that corrects the question's contradicted premise (type C)."""
+
+NO_ANTECEDENT = "no_antecedent"
+"""The ``reason`` of a clarifying answer to "who last changed it?" asked with no earlier turn."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,12 @@ def _by_rules(q: _Case) -> Answer | None:
     """An answer decided without the model: an unsafe or vague question, a corrected premise,
     or hits that cannot hold the answer; None when the model must answer."""
     verdict = refusal.screen(q.query, q.lang, q.found.unsafe)
+    said = conversation.needs_antecedent(q.query) if not q.question.history else None
+    if verdict is None and said:
+        # "And who last changed it?" opening a session: no turn says what "it" is, and an
+        # answer about whatever the words found reads as confident and wrong (the fourth trial)
+        text = prompts.load("antecedent", q.lang).format(said=said)
+        return Answer(answer=text, clarify=True, reason=NO_ANTECEDENT, backend=q.backend.name)
     # a contradicted premise is answered before the gate: a claim about a unit that is found
     # may name a callee the code lacks, which the gate would refuse as absent
     fixed = premise.correct(q.query, q.hits, q.lang) if verdict is None else None

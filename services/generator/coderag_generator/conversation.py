@@ -159,6 +159,39 @@ def key_terms(question: str) -> list[str]:
 OWN_SUBJECT = 2
 """A follow-up with this many content words of its own has its own subject."""
 
+_SUBJECTLESS_EN = frozenset(
+    {
+        *("and", "also", "then", "so", "last", "latest", "recently", "recent", "first", "ever"),
+        *("change", "changed", "changes", "modified", "modify", "touched", "edited", "exactly"),
+        *("add", "added", "introduced", "wrote", "written", "write", "created", "mean", "means"),
+        *("return", "returns", "returned", "do", "does", "did", "work", "works", "happen"),
+        *("called", "call", "calls", "used", "use", "uses", "defined", "implemented", "happens"),
+    }
+)
+"""Words that leave a question about "it" without a subject: what was done to it, or asked."""
+
+_SUBJECTLESS_ZH = re.compile(
+    r"谁|最后|最近|最早|第一次|修改|改动|改过|改|添加|加入|引入|加|写|返回|调用|用|做|作用|工作|"
+    r"原理|干|时候|时间|什么|怎么|如何|在哪里|在哪儿|在哪|哪里|哪儿|那|还有|又|和|并且|以及|吗|呢|吧|的|了|是|被|在|过"
+)
+"""Chinese words that leave a question about 它 without a subject of its own."""
+
+
+def needs_antecedent(query: str) -> str | None:
+    """The reference ("it", "this function", "它") of a question about nothing else, which only
+    an earlier turn can resolve ("And who last changed it?", "What does it return?"); None
+    when the question has a subject of its own ("How does it parse the config file?")."""
+    found = [m for m in (p.search(query) for p in _REFERENCES) if m]
+    if not found:
+        return None
+    rest = query
+    for m in found:
+        rest = rest.replace(m.group(1), " ")
+    if has_han(rest):
+        return None if has_han(_SUBJECTLESS_ZH.sub("", rest)) else found[0].group(1)
+    own = [t for t in key_terms(rest) if t.lower() not in _SUBJECTLESS_EN]
+    return None if own else found[0].group(1)
+
 
 def _named(term: str) -> bool:
     """Whether a word names a thing (``CORS``, ``parse_args``, ``Router.app``, a Chinese noun
