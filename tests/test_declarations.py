@@ -120,3 +120,55 @@ def test_the_implementation_comes_before_its_declaration(tmp_path: Path) -> None
             json={"repo": "decl", "query": "What is the signature of Model.save?", "top_k": 5},
         ).json()
         assert "types/model.d.ts" in [h["file"] for h in body["results"]]
+
+
+CHILD = {
+    "types/logger.d.ts": (
+        "export interface LoggerExtras {\n"
+        "  /**\n"
+        "   * Creates a child logger. The child inherits the parent's serializers, level and\n"
+        "   * stream; serializers given in options override the parent's ones of the same key,\n"
+        "   * and the bindings are added to every line the child logs.\n"
+        "   * @param bindings key-value pairs added to each log line\n"
+        "   * @param options serializers and level of the child, overriding the parent's\n"
+        "   */\n"
+        "  child(bindings: Bindings, options?: ChildOptions): Logger;\n"
+        "}\n"
+    ),
+    "lib/proto.js": (
+        "'use strict';\n"
+        "\n"
+        "const proto = {\n"
+        "  child (bindings, options) {\n"
+        "    const instance = Object.create(this);\n"
+        "    const parent = this.serializers;\n"
+        "    const own = (options && options.serializers) || {};\n"
+        "    instance.serializers = Object.assign({}, parent);\n"
+        "    for (const key of Object.keys(own)) {\n"
+        "      instance.serializers[key] = own[key];\n"
+        "    }\n"
+        "    instance.chindings = this.chindings + JSON.stringify(bindings).slice(1, -1);\n"
+        "    return instance;\n"
+        "  },\n"
+        "  flush () {\n"
+        "    this.stream.flushSync();\n"
+        "  }\n"
+        "};\n"
+        "\n"
+        "module.exports = proto;\n"
+    ),
+}
+
+
+def test_an_implementation_comes_before_a_declaration_all_prose(tmp_path: Path) -> None:
+    # issue 43's fourth trial: pino.d.ts's JSDoc for child led both encoders, and the answer
+    # quoted a signature line instead of the code that merges the serializers
+    with indexed(tmp_path / "child", "child", CHILD) as client:
+        asked = "How does a child logger inherit the parent's serializers and override some?"
+        assert _first_file(client, "child", asked) == "lib/proto.js"
+        body = client.post(
+            "/search",
+            json={"repo": "child", "query": "What is the signature of child?", "top_k": 5},
+        ).json()
+        # still found when the question asks for the declaration itself
+        assert "types/logger.d.ts" in [h["file"] for h in body["results"]], body["results"]

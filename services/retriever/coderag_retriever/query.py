@@ -10,7 +10,7 @@ import numpy as np
 
 from coderag import spaces
 from coderag.embedding import QueryEmbedder, query_embedder
-from coderag_retriever.text import Known, has_chinese, query_tokens, zh_terms
+from coderag_retriever.text import Known, has_chinese, query_tokens, without_name, zh_terms
 
 TEST_WORDS = re.compile(
     r"\btest|\bspec\b|\bexpect|\bsupposed to\b|\bshould\b|测试|用例|预期|应该", re.IGNORECASE
@@ -37,7 +37,8 @@ class Query:
     _vectors: dict[str, np.ndarray | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.tokens = query_tokens(self.text, self.vocab, self.dictionary, self.known)
+        tokens = query_tokens(self.text, self.vocab, self.dictionary, self.known)
+        self.tokens = without_name(tokens, self.repo)
         self.lowered = self.text.lower()
         self.about_tests = bool(TEST_WORDS.search(self.text))
 

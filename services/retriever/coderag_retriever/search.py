@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from coderag import gate as score_gate
@@ -81,6 +82,7 @@ def rank(
         scores = {p: 1.0 / (i + 1) for i, p in enumerate(order)}
     if settings.wrapper_callee and order:
         order = delegate(repo, order, pool)
+    order = implemented_first(order, pool)
     if settings.mmr_lambda < 1.0:
         order = mmr(order, scores, pool.index.vectors(), settings.mmr_lambda, top_k)
     return [
@@ -113,6 +115,46 @@ def delegate(repo: str, order: list[int], pool: Pool) -> list[int]:
         if p in callees:
             return [p, *order[:i], *order[i + 1 :]]
     return order
+
+
+IMPLEMENTATION_REACH = 10
+"""How far down the order a declaration's implementation is looked for, and the declarations
+looked at: the first this many."""
+
+IMPLEMENTING_KINDS = frozenset({"function", "method", "class"})
+"""Kinds of unit that a declaration declares and an implementation implements."""
+
+_NAME_PARTS = re.compile(r"\.|::|#")
+
+
+def implemented_first(order: list[int], pool: Pool) -> list[int]:
+    """The order with each declaration's implementation (a unit of the same name that does not
+    just declare, ranked within ``IMPLEMENTATION_REACH`` below it) moved just above it, unless
+    the question asks for a declaration: a declaration never outranks its implementation
+    (issue 42). The ranker's declaration feature is not enough where both encoders prefer the
+    declaration's prose: pino.d.ts's ``LoggerExtras.child``, all JSDoc, led ``child`` in
+    lib/proto.js, all code (issue 43's fourth trial)."""
+    if learned.ASKS_DECLARATION.search(pool.query.text):
+        return order
+    units = pool.index.units
+    out = list(order)
+    i = 0
+    while i < min(len(out), IMPLEMENTATION_REACH):
+        u = units[out[i]]
+        if u.kind in IMPLEMENTING_KINDS and learned.is_declaration(u.file, u.kind, u.text):
+            leaf = _NAME_PARTS.split(u.symbol)[-1]
+            for j in range(i + 1, min(len(out), i + 1 + IMPLEMENTATION_REACH)):
+                v = units[out[j]]
+                if (
+                    v.kind in IMPLEMENTING_KINDS
+                    and _NAME_PARTS.split(v.symbol)[-1] == leaf
+                    and not learned.is_declaration(v.file, v.kind, v.text)
+                ):
+                    out.insert(i, out.pop(j))
+                    i += 1  # the declaration, now just below: not looked at again
+                    break
+        i += 1
+    return out
 
 
 def rerank(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from functools import cache
 from importlib import resources
 
+from coderag.auth import REF_SEPARATOR
 from coderag.language import HAN_RUN, has_han
 from coderag.words import parts, stem
 from coderag_retriever import dictionary as cedict
@@ -263,6 +264,23 @@ def code_tokens(text: str) -> list[str]:
             out.append(word.lower())
         out += [stem(p) for p in parts if p not in STOP_WORDS and len(p) > 1]
     return out
+
+
+NAME_KEPT_BELOW = 2
+"""A question whose other tokens are fewer than this keeps its repository's name as a token."""
+
+
+def without_name(tokens: list[str], repo: str) -> list[str]:
+    """A question's tokens without the repository's own name (a ref's too: ``pino@v9``) when
+    the question says more than that: "How does pino keep passwords out of the log?" asks about
+    redaction in pino, and its name would draw the units called ``pino`` to the top (issue 43's
+    fourth trial: express, got, pino and zod name their main export after the project); "How does
+    pino work?" keeps it."""
+    name = set(code_tokens(repo.split(REF_SEPARATOR, 1)[0]))
+    if not name or not name <= set(tokens):
+        return tokens
+    rest = [t for t in tokens if t not in name]
+    return rest if len(set(rest)) >= NAME_KEPT_BELOW else tokens
 
 
 def query_tokens(
