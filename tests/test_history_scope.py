@@ -262,6 +262,7 @@ def test_history_questions_answer_about_what_they_name(
         assert {c["file"] for c in body["citations"]} == {"webkit/middleware/cors.py"}, body
     # with no window, the first citation is the line the newest commit changed
     assert (body["citations"][0]["start_line"], body["citations"][0]["end_line"]) == (4, 4), body
+    assert "webkit/middleware/cors.py line 4" in body["answer"], body["answer"]  # not "lines 4"
 
     body = ask(client, "Who last changed the routing code and when?")
     answer = body["answer"]

@@ -358,7 +358,10 @@ def _commits(
                 more = "…" if len(c.files) > MAX_FILES else ""
                 changed = p["join"].join(c.files[:MAX_FILES]) + more
             else:
-                changed = p["changed"].format(file=r.file, ranges=_spans(c.ranges))
+                one = len(c.ranges) == 1 and c.ranges[0][0] == c.ranges[0][1]
+                changed = p["changed_line" if one else "changed"].format(
+                    file=r.file, ranges=_spans(c.ranges)
+                )
             where.setdefault(c.commit, []).append(changed)
     return sorted(commits.values(), key=lambda c: c.date, reverse=not origin), where
 
