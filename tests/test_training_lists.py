@@ -42,6 +42,7 @@ def lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, set[str]
     frozen = [_question("frozen_cb", "wtest", n) for n in range(3)]
     (written / "frozen_cb.jsonl").write_text("\n".join(map(json.dumps, frozen)) + "\n")
     (tmp_path / "tune_cb.jsonl").write_text(json.dumps(_question("tune_cb", "tune", 0)) + "\n")
+    (tmp_path / "test_cb.jsonl").write_text(json.dumps(_question("test_cb", "test", 0)) + "\n")
     monkeypatch.setattr(hand, "LISTS", tmp_path)
     return {"all": set(names), "tuning": tuning}
 
@@ -60,3 +61,11 @@ def test_the_encoder_trainer_never_reads_a_frozen_split(lists: dict[str, set[str
         with pytest.raises(SystemExit, match="frozen"):
             fit_encoder.split_questions(split)
     assert {q.corpus for q in fit_encoder.split_questions("wtune")} == lists["tuning"]
+
+
+def test_a_runs_card_names_only_the_files_of_its_questions(lists: dict[str, set[str]]) -> None:
+    # the folder holds the frozen code bases' lists too: a card naming every file read listed
+    # them as a run's inputs although no question of theirs was kept
+    assert [f.name for f in hand.question_files("tune")] == ["tune_cb.jsonl"]
+    names = {f.stem for f in hand.question_files("wtrain")}
+    assert names == lists["all"] - lists["tuning"] and "frozen_cb" not in names

@@ -29,7 +29,7 @@ from coderag_training import cards, pins
 from coderag_training import encoder as enc
 from coderag_training import reranker as rr
 from coderag_training.fit import reranker as hand
-from coderag_training.fit.reranker import list_files
+from coderag_training.fit.reranker import question_files
 
 RUNS = pins.CACHE / "encoder-runs"
 """One folder per training run."""
@@ -141,8 +141,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         run / "adapter" / "adapter_model.safetensors",
         command=" ".join(["python -m coderag_training.fit.encoder", *sys.argv[1:]]),
         inputs=sorted(
-            {f for split in written_splits for f in list_files(split)}
-            | set(list_files("mined") if args.mined else [])
+            {f for split in written_splits for f in question_files(split)}
+            | set(question_files("mined") if args.mined else [])
         ),
         code_bases={e.corpus for e in written + mined},
         questions={f"written ({', '.join(written_splits)})": len(written), "mined": len(mined)},

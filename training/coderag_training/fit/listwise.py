@@ -331,7 +331,7 @@ def train(args: argparse.Namespace) -> int:
     cards.write_card(
         weights,
         command=" ".join(["python -m coderag_training.fit.listwise", *sys.argv[1:]]),
-        inputs=sorted({f for split in sources for f in hand.list_files(split)}),
+        inputs=sorted({f for split in sources for f in hand.question_files(split)}),
         code_bases={q.corpus for q in questions},
         questions=card["questions"],
         steps=args.steps,

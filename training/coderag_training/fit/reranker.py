@@ -74,6 +74,14 @@ def list_files(split: str) -> list[Path]:
     return sorted(LISTS.glob("*.jsonl"))
 
 
+def question_files(split: str) -> list[Path]:
+    """The list files that hold a split's questions: a run's inputs, as its card names them
+    (``list_files`` reads the whole folder, frozen code bases' lists included, and keeps the
+    split's questions)."""
+    corpora = {q.corpus for q in split_questions(split)}
+    return [f for f in list_files(split) if f.stem in corpora]
+
+
 def split_questions(split: str) -> list[rr.Question]:
     """Questions of one split that have gold (mined: every mined code base; ``wtrain`` and
     ``wtune``: the written training code bases outside and inside ``WTUNE_FOLD``)."""
