@@ -206,7 +206,7 @@ def test_answers_explain_with_tight_citations_and_git_facts(
     lines = body["answer"].splitlines()
     assert lines[0].startswith("Commits that changed `cancel_expired_orders`"), body["answer"]
     assert lines[1].startswith(f"- `{shas['batches']}` by Chen Wei on "), body["answer"]
-    assert f"shop/orders.py lines {changed}" in lines[1]
+    assert f"shop/orders.py line {changed}" in lines[1]  # one line: not "lines"
 
     bad = client.post("/repos/shop/history", json={"ranges": [{"file": "a.py", "start_line": 5,
                                                                "end_line": 2}]})  # fmt: skip
