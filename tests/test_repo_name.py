@@ -78,14 +78,18 @@ SOURCES = {
 
 
 def test_the_repository_name_is_dropped_only_when_the_question_says_more() -> None:
-    asked = query_tokens("How does loglet keep passwords out of the log output?")
-    assert "loglet" in asked and "loglet" not in without_name(asked, "loglet")
-    assert "loglet" not in without_name(asked, "loglet@v2")  # a ref of the repository
-    only = query_tokens("How does loglet work?")
-    assert without_name(only, "loglet") == only
+    text = "How does loglet keep passwords out of the log output?"
+    asked = query_tokens(text)
+    assert "loglet" in asked and "loglet" not in without_name(asked, "loglet", text)
+    assert "loglet" not in without_name(asked, "loglet@v2", text)  # a ref of the repository
+    only = "How does loglet work?"
+    assert without_name(query_tokens(only), "loglet", only) == query_tokens(only)
     # a name the question does not hold, or holds in part, changes nothing
-    assert without_name(asked, "pino") == asked
-    assert without_name(asked, "loglet-core") == asked
+    assert without_name(asked, "pino", text) == asked
+    assert without_name(asked, "loglet-core", text) == asked
+    # nor a common noun that names the repository
+    noun = "When does the shop ship parcels to the moon?"
+    assert without_name(query_tokens(noun), "shop", noun) == query_tokens(noun)
 
 
 def _files(client, query: str) -> list[str]:

@@ -38,7 +38,7 @@ class Query:
 
     def __post_init__(self) -> None:
         tokens = query_tokens(self.text, self.vocab, self.dictionary, self.known)
-        self.tokens = without_name(tokens, self.repo)
+        self.tokens = without_name(tokens, self.repo, self.text)
         self.lowered = self.text.lower()
         self.about_tests = bool(TEST_WORDS.search(self.text))
 

@@ -270,17 +270,28 @@ NAME_KEPT_BELOW = 2
 """A question whose other tokens are fewer than this keeps its repository's name as a token."""
 
 
-def without_name(tokens: list[str], repo: str) -> list[str]:
+def without_name(tokens: list[str], repo: str, text: str) -> list[str]:
     """A question's tokens without the repository's own name (a ref's too: ``pino@v9``) when
-    the question says more than that: "How does pino keep passwords out of the log?" asks about
-    redaction in pino, and its name would draw the units called ``pino`` to the top (issue 43's
-    fourth trial: express, got, pino and zod name their main export after the project); "How does
-    pino work?" keeps it."""
-    name = set(code_tokens(repo.split(REF_SEPARATOR, 1)[0]))
-    if not name or not name <= set(tokens):
+    the question (``text``) uses it as a name and says more than that: "How does pino keep
+    passwords out of the log?" asks about redaction in pino, and its name would draw the units
+    called ``pino`` to the top (issue 43's fourth trial: express, got, pino and zod name their
+    main export after the project); "How does pino work?" keeps it, and so does a common noun
+    that happens to name the repository ("When does the shop ship parcels?" of ``shop``)."""
+    bare = repo.split(REF_SEPARATOR, 1)[0]
+    name = set(code_tokens(bare))
+    if not name or not name <= set(tokens) or not _as_name(bare).search(text):
         return tokens
     rest = [t for t in tokens if t not in name]
     return rest if len(set(rest)) >= NAME_KEPT_BELOW else tokens
+
+
+@cache
+def _as_name(name: str) -> re.Pattern[str]:
+    """The name written as a name: not after an article or demonstrative ("the shop")."""
+    return re.compile(
+        rf"(?<!\bthe )(?<!\ba )(?<!\ban )(?<!\bthis )(?<!\bthat )(?<![\w.]){re.escape(name)}(?!\w)",
+        re.IGNORECASE,
+    )
 
 
 def query_tokens(
