@@ -146,9 +146,10 @@ def _load(path: str) -> Model | None:
     )
 
 
-def load_model(path: Path = MODEL_FILE) -> Model | None:
-    """A fitted model file (the shipped one by default); None where there is none."""
-    return _load(str(path))
+def load_model(path: Path | None = None) -> Model | None:
+    """A fitted model file (the shipped one, ``MODEL_FILE`` as it is when called, by default);
+    None where there is none."""
+    return _load(str(path or MODEL_FILE))
 
 
 def save(model: Model, path: Path = MODEL_FILE) -> None:
