@@ -11,7 +11,6 @@ import os
 import re
 import sys
 import threading
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,9 +20,8 @@ from coderag_app.commands import add_commands
 from coderag_app.settings_groups import markdown_table
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator
 
-    import uvicorn
     from fastapi import FastAPI
 
     from coderag_generator.answer import Streamed
@@ -208,7 +206,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # imported here so that `coderag --help` and every other command start fast
     import uvicorn
 
-    from coderag_app import grants_http, startup
+    from coderag_app import grants_http, startup, stopping
     from coderag_app.booting import Boot
     from coderag_app.hosts import listen_token
 
@@ -266,30 +264,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     startup.show_log()
     boot = Boot(build, warm)
     with running.announced(running.url_of(host, port), settings) as withdraw:
-        server = _server(uvicorn.Config(boot, host=host, port=port, log_level="info"), withdraw)
+        server = stopping.server(
+            uvicorn.Config(boot, host=host, port=port, log_level="info"), withdraw
+        )
         boot.on_failure = lambda: setattr(server, "should_exit", True)
         server.run()
     if boot.error is not None:
         raise boot.error  # main() says what a setting or model got wrong, as before the boot
     return 0 if server.started else 3  # 3: uvicorn's own code for a port it could not bind
-
-
-def _server(config: uvicorn.Config, on_exit: Callable[[], None]) -> uvicorn.Server:
-    """uvicorn's server, calling ``on_exit`` once it has stopped serving: stopped by a signal,
-    it raises that signal again to end the process, past any ``finally`` of its caller (a
-    server's announcement outlived a clean stop: issue 43's fourth trial)."""
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        @contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            with super().capture_signals():
-                try:
-                    yield
-                finally:
-                    on_exit()
-
-    return Server(config)
 
 
 def _allow_root(root: Path) -> None:
