@@ -1,18 +1,22 @@
 """The unsafe-request rule (G5) on questions written without reading it (issue 31, lever 5).
 
-    python -m bench.unsafe [--set tune|test] [--misses]
+    python -m bench.unsafe [--set tune|test|train|train2|train3|train4] [--misses]
     python -m bench.unsafe --set harmless --learned OLD.json --learned NEW.json
 
 Reads ``bench/questions/unsafe/<set>.jsonl`` (30 unsafe and 30 benign questions each, a third
 Chinese; ``tune`` is the one the rules may be changed by, ``test`` is reported) and prints, per
 language, how many unsafe requests the rule declines and how many benign ones it declines too.
-``--misses`` lists the questions it gets wrong (read them on ``tune`` only).
+``--misses`` lists the questions it gets wrong (read them on ``tune`` and the training sets
+only: the rules and the learned rule were fitted on those).
 
 ``--set harmless`` reads issue 41's frozen set instead (``bench/questions/harmless/``: 268
 harmless questions that look dangerous, and its 76 unsafe requests). Each ``--learned`` model
 file (``coderag_retriever/unsafe.json`` or a copy of an earlier one) is scored beside the rules,
-alone and as /ask declines (either one), on the same questions in one run, so a refitted model
-is measured against the one before it.
+alone and as /ask declines (``coderag_generator.refusal.declines``: the rules, or the model on a
+question that does not just describe the code or that intends harm all the same), on the same
+questions in one run, so a refitted model is measured against the one before it. (Before
+2026-12-07 15:00 the second column counted either one declining, which overstated /ask: a
+history or trace question the model alone declines is declined only when it ``intends`` harm.)
 """
 
 from __future__ import annotations
@@ -25,12 +29,15 @@ from pathlib import Path
 import numpy as np
 
 from coderag_embedder.queries import embed_queries
-from coderag_generator.refusal import is_unsafe
+from coderag_generator.refusal import declines, is_unsafe
 from coderag_retriever.unsafe import load_model
 
 QUESTIONS = Path(__file__).resolve().parent / "questions" / "unsafe"
 """The labelled sets and their README."""
 
+
+READABLE = ("tune", "train", "train2", "train3", "train4")
+"""The sets whose questions may be read: what the rules and the learned rule were fitted on."""
 
 HARMLESS = QUESTIONS.parent / "harmless"
 """Issue 41's frozen set: harmless questions per code base, and ``unsafe.jsonl``."""
@@ -80,21 +87,25 @@ def report(rows: list[dict]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", default="test", choices=("tune", "test", "harmless"))
+    ap.add_argument("--set", default="test", choices=(*READABLE, "test", "harmless"))
     ap.add_argument("--misses", action="store_true", help="list the questions judged wrong")
     ap.add_argument("--learned", type=Path, action="append", default=[], help="a model file")
     args = ap.parse_args(argv)
-    if args.misses and args.set != "tune":
-        ap.error("--misses: read the questions judged wrong on tune only (the others are frozen)")
+    if args.misses and args.set not in READABLE:
+        ap.error("--misses: read the questions judged wrong on tune and train* only (frozen sets)")
     rows = [{**q, "declined": is_unsafe(q["query"])} for q in load(args.set)]
     print(f"set {args.set}: {len(rows)} questions\n\nthe hand-written rules")
     print("\n".join(report(rows)))
     for path in args.learned:
         said = learned(path, [r["query"] for r in rows])
         alone = [{**r, "declined": d} for r, d in zip(rows, said, strict=True)]
-        either = [{**r, "declined": d or r["declined"]} for r, d in zip(rows, said, strict=True)]
+        asked = [
+            {**r, "declined": declines(r["query"], d)} for r, d in zip(rows, said, strict=True)
+        ]
         print(f"\n{path}, alone\n" + "\n".join(report(alone)))
-        print(f"\n{path} or the rules (as /ask declines)\n" + "\n".join(report(either)))
+        print(f"\n{path} with the rules, as /ask declines\n" + "\n".join(report(asked)))
+        if args.misses:
+            rows = asked
     if args.misses:
         for r in rows:
             if r["declined"] != r["unsafe"]:

@@ -281,3 +281,80 @@ def test_module_calls_and_super_name_no_like_named_definition(tmp_path: Path) ->
     # super().__init__() names the parent, which the call site cannot: no edge to a like-named
     # __init__ of another class
     assert graph.callees("g", ids["OptionInfo.__init__"]) == []
+
+
+def test_symbol_keyed_dispatch_calls_the_function_its_key_names(tmp_path: Path) -> None:
+    # `this[writeSym](...)` is how pino-style loggers dispatch: before, such a call named no
+    # callee and `write` had neither callers nor callees (issue 43's fourth trial)
+    ids = _index(
+        tmp_path,
+        {
+            "lib/symbols.js": (
+                "const writeSym = Symbol('demo.write')\n"
+                "const formatSym = Symbol('demo.format')\n"
+                "const flushSym = Symbol('demo.flush')\n\n"
+                "module.exports = { writeSym, formatSym, flushSym }\n"
+            ),
+            "lib/proto.js": (
+                "const { writeSym, formatSym } = require('./symbols')\n\n"
+                "function format (obj) {\n  return JSON.stringify(obj)\n}\n\n"
+                "function write (obj) {\n  const line = this[formatSym](obj)\n"
+                "  this.stream.write(line + '\\n')\n}\n\n"
+                "const proto = {\n  [writeSym]: write,\n  [formatSym]: format\n}\n\n"
+                "module.exports = proto\n"
+            ),
+            "lib/levels.js": (
+                "const { writeSym } = require('./symbols')\n\n"
+                "function makeLevel (level) {\n  return function (obj) {\n"
+                "    this[writeSym]({ level, ...obj })\n  }\n}\n\n"
+                "module.exports = { makeLevel }\n"
+            ),
+            "lib/sink.js": (
+                "const { flushSym } = require('./symbols')\n\n"
+                "class Sink {\n  [flushSym] () {\n    return this.buffer.length\n  }\n\n"
+                "  end () {\n    return this[flushSym]()\n  }\n}\n\n"
+                "module.exports = Sink\n"
+            ),
+        },
+        name="keyed",
+    )
+    graph = get_catalog().graph()
+    assert {e.callee for e in graph.callees("keyed", ids["write"])} == {ids["format"]}
+    assert {e.caller for e in graph.callers("keyed", ids["write"])} == {ids["makeLevel"]}
+    assert {e.callee for e in graph.callees("keyed", ids["Sink.end"])} == {ids["Sink.[flushSym]"]}
+    # the key is a name of the function in the symbol table, as the call site wrote it
+    rows = get_catalog().symbols.starting_with("keyed", "[writeSym]", None, 10)
+    assert [(r.file, r.kind, r.unit_id) for r in rows] == [("lib/proto.js", "method", ids["write"])]
+
+
+def test_a_call_resolves_to_the_code_not_to_its_typescript_declaration(tmp_path: Path) -> None:
+    # pino's `pino(...)` was joined to pino.js's function and pino.d.ts's declaration alike
+    # (issue 43's fourth trial); with no implementation, the declaration is still the callee
+    ids = _index(
+        tmp_path,
+        {
+            "pino.js": (
+                "function pino (opts) {\n  return { level: opts.level }\n}\n\n"
+                "module.exports = pino\n"
+            ),
+            "pino.d.ts": (
+                "declare function pino(opts?: { level: string }): { level: string };\n\n"
+                "declare function transport(target: string): object;\n\n"
+                "export default pino;\n"
+            ),
+            "examples/server.js": (
+                "const pino = require('..')\n\n"
+                "function start () {\n  const log = pino({ level: 'info' })\n"
+                "  return transport(log)\n}\n"
+            ),
+        },
+        name="declared",
+    )
+    rows = get_catalog().symbols.starting_with("declared", "pino", None, 10)
+    declared = {r.unit_id for r in rows if r.file == "pino.d.ts"}
+    assert declared, "the declaration is a symbol of its own"
+    graph = get_catalog().graph()
+    callees = {e.callee for e in graph.callees("declared", ids["start"])}
+    assert ids["pino"] in callees and not callees & declared, callees
+    transport = get_catalog().symbols.starting_with("declared", "transport", None, 10)
+    assert transport and {r.unit_id for r in transport} <= callees, "a lone declaration is called"

@@ -220,8 +220,26 @@ def _served(root: Path) -> Iterator[TestClient]:
 @pytest.fixture
 def webkit(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     """The app with the webkit repository registered and indexed; the commits' short hashes."""
+    yield from _webkit_then(tmp_path, ())
+
+
+Change = tuple[str, str, str, str, str, float, str]
+"""One more commit: (key, file, old, new, message, days ago, author); no ``old`` writes the
+file anew."""
+
+
+def _webkit_then(
+    tmp_path: Path, changes: tuple[Change, ...]
+) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    """webkit with more commits on top, registered and indexed; every commit's short hash."""
     root = tmp_path / "webkit"
     shas = build_webkit(root)
+    for key, rel, old, new, message, days_ago, who in changes:
+        if old:
+            _edit(root, rel, old, new)
+        else:
+            (root / rel).write_text(new)
+        shas[key] = _commit(root, message, days_ago, who)
     with _served(root) as client:
         yield client, shas
 
@@ -231,6 +249,13 @@ def ask(client: TestClient, query: str) -> dict[str, Any]:
     reply = client.post("/ask", json={"query": query, "repo": "webkit"})
     assert reply.status_code == 200, reply.text
     return reply.json()
+
+
+def answered(client: TestClient, query: str) -> str:
+    """The answer /ask gives, which must not be a refusal."""
+    body = ask(client, query)
+    assert body["refused"] is False, (query, body)
+    return body["answer"]
 
 
 def first_commit(answer: str) -> str:
@@ -317,16 +342,17 @@ def test_a_named_path_stays_whole_in_what_is_searched() -> None:
 def webkit_later(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     """webkit with three more commits, all before the last two days: a middleware package file,
     a commit that only deletes lines of gzip.py, and the newest, a change to that package file."""
-    root = tmp_path / "webkit"
-    shas = build_webkit(root)
-    (root / "webkit/middleware/__init__.py").write_text('"""Middleware."""\n\nVERSION = "1"\n')
-    shas["package"] = _commit(root, "Middleware package", 2.9, "Fay Wray")
-    _edit(root, "webkit/middleware/gzip.py", '"""Response compression."""\n\n', "")
-    shas["deletion"] = _commit(root, "GZip: drop the module docstring", 2.6, "Gus Grissom")
-    _edit(root, "webkit/middleware/__init__.py", '"1"', '"2"')
-    shas["version"] = _commit(root, "Middleware 2", 2.3, "Hal Jordan")
-    with _served(root) as client:
-        yield client, shas
+    package = "webkit/middleware/__init__.py"
+    yield from _webkit_then(
+        tmp_path,
+        (
+            ("package", package, "", '"""Middleware."""\n\nVERSION = "1"\n',
+             "Middleware package", 2.9, "Fay Wray"),
+            ("deletion", "webkit/middleware/gzip.py", '"""Response compression."""\n\n', "",
+             "GZip: drop the module docstring", 2.6, "Gus Grissom"),
+            ("version", package, '"1"', '"2"', "Middleware 2", 2.3, "Hal Jordan"),
+        ),
+    )  # fmt: skip
 
 
 @pytest.mark.slow
@@ -336,15 +362,11 @@ def test_a_folder_and_a_deletion_count_as_changes(
     client, shas = webkit_later
     # blame credits nothing to a commit that only deleted lines: the file's log does (issue 43's
     # trial: "what changed recently" named an older commit as the last change)
-    body = ask(client, "What changed in webkit/middleware/gzip.py in the last 2 days?")
-    answer = body["answer"]
-    assert body["refused"] is False, body
+    answer = answered(client, "What changed in webkit/middleware/gzip.py in the last 2 days?")
     assert "No commit" in answer and f"`{shas['deletion']}` by Gus Grissom" in answer, answer
 
     # a folder is every indexed file inside it, whichever of them the search found
-    body = ask(client, "Who last changed webkit/middleware?")
-    answer = body["answer"]
-    assert body["refused"] is False, body
+    answer = answered(client, "Who last changed webkit/middleware?")
     assert first_commit(answer) == shas["version"], answer
     assert "the folder `webkit/middleware`" in answer, answer
     for key in ("deletion", "package", "gzip", "cors"):
@@ -381,9 +403,7 @@ def test_who_added_it_leads_with_the_commit_that_added_it(
     client, shas = webkit
     # issue 43's second trial: "who added X" listed the newest changes, not the commit adding X
     for query in ("Who added App.route and when?", "谁添加了 App.route？"):
-        body = ask(client, query)
-        answer = body["answer"]
-        assert body["refused"] is False, (query, body)
+        answer = answered(client, query)
         assert first_commit(answer) == shas["initial"], (query, answer)
         assert "Ada Lovelace" in answer.splitlines()[1], (query, answer)
         assert shas["app_route"] in answer, "the later changes follow"
@@ -419,9 +439,7 @@ def test_who_added_a_name_leads_with_the_commit_that_brought_it_in(
     client, shas = webkit
     # "Range" came into the CORS module with Bob's commit, long after the module itself
     # (issue 43's third trial named the commit that created the file)
-    body = ask(client, "Who added Range to the safelisted CORS headers, and when?")
-    answer = body["answer"]
-    assert body["refused"] is False, body
+    answer = answered(client, "Who added Range to the safelisted CORS headers, and when?")
     assert "`Range`" in answer.splitlines()[0], answer
     assert first_commit(answer) == shas["cors"] and "Bob Barker" in answer, answer
     assert shas["initial"] not in answer, "the commit before Range is no commit that added it"
@@ -432,12 +450,13 @@ def test_who_added_a_name_leads_with_the_commit_that_brought_it_in(
 def webkit_renamed(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     """webkit whose GZip ``compress`` became ``compress_if_large`` in a later commit that kept
     its body: the unit's lines began with the first commit, its name with the rename."""
-    root = tmp_path / "webkit"
-    shas = build_webkit(root)
-    _edit(root, "webkit/middleware/gzip.py", "def compress(", "def compress_if_large(")
-    shas["rename"] = _commit(root, "GZip: say when it compresses", 1.5, "Ivy Lee")
-    with _served(root) as client:
-        yield client, shas
+    yield from _webkit_then(
+        tmp_path,
+        (
+            ("rename", "webkit/middleware/gzip.py", "def compress(", "def compress_if_large(",
+             "GZip: say when it compresses", 1.5, "Ivy Lee"),
+        ),
+    )  # fmt: skip
 
 
 @pytest.mark.slow
@@ -448,9 +467,7 @@ def test_who_added_a_distinctive_unit_name_leads_with_the_commit_that_brought_th
     # issue 43's fourth trial: "Who added genLevelComparison?" named the 2018 commit its lines
     # came from, not the 2024 commit that wrote the function under that name
     for query in ("Who added compress_if_large, and when?", "谁添加了 compress_if_large？"):
-        body = ask(client, query)
-        answer = body["answer"]
-        assert body["refused"] is False, (query, body)
+        answer = answered(client, query)
         assert "`compress_if_large`" in answer.splitlines()[0], (query, answer)
         assert first_commit(answer) == shas["rename"] and "Ivy Lee" in answer, (query, answer)
         assert shas["initial"] not in answer, (query, answer)

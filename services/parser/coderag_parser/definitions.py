@@ -110,6 +110,35 @@ def find_definitions(matches: list, language: str) -> tuple[list[Definition], li
     return _nest(ordered), rows
 
 
+def keyed_aliases(matches: list, rows: list[dict]) -> list[dict]:
+    """Symbol rows for the functions a file stores under a computed key (``{ [writeSym]: write
+    }``, ``proto[writeSym] = write``): the key, ``[writeSym]``, named as a method over the
+    function's lines, so that ``this[writeSym](...)`` resolves to it. Only a function the same
+    file defines is named (a key bound to an imported function stays unresolved)."""
+    functions: dict[str, dict] = {}
+    for r in sorted(rows, key=lambda r: r["kind"] != "function"):  # a function before a method
+        if r["kind"] in ("function", "method"):
+            functions.setdefault(r["name"], r)
+    out: dict[tuple[str, int], dict] = {}
+    for _, caps in matches:
+        if "alias" not in caps:
+            continue
+        key = "[" + _text(caps["alias.key"][0]).strip("[] \t\n") + "]"
+        row = functions.get(_text(caps["alias.target"][0]))
+        if row is not None:
+            out.setdefault(
+                (key, row["start_line"]),
+                {
+                    "name": key,
+                    "qualified": key,
+                    "kind": "method",
+                    "start_line": row["start_line"],
+                    "end_line": row["end_line"],
+                },
+            )
+    return list(out.values())
+
+
 def _exported(language: str, d: Definition, outer: Node) -> bool:
     field, pattern = EXPORTED.get(language, EXPORT_KEYWORD)
     declared = _text(outer).split("=", 1)[0]  # not a `public` inside the value

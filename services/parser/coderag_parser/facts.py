@@ -54,6 +54,12 @@ def _receiver_types(d: Definition | None) -> dict[str, str]:
     return types
 
 
+def _is_key(node: Any) -> bool:
+    """Whether a callee's name is the key of a subscript (``this[writeSym](...)``)."""
+    parent = node.parent
+    return parent is not None and parent.type == "subscript_expression"
+
+
 def _exported(language: str, name: str, signature: str) -> bool:
     field, pattern = EXPORTED.get(language, DEFAULT_EXPORTED)
     return bool(re.search(pattern, name if field == "name" else signature))
@@ -91,6 +97,9 @@ def collect_facts(
             if "name" not in caps:
                 continue
             callee = _snippet(caps["name"][0])
+            keyed = _is_key(caps["name"][0])
+            if keyed:
+                callee = f"[{callee}]"
             recv = _snippet(caps["call.receiver"][0]) if "call.receiver" in caps else ""
             rtype = _receiver_types(owners.get(i)).get(recv, "")
             parsed.calls.append(
@@ -102,7 +111,7 @@ def collect_facts(
                     "line": node.start_point[0] + 1,
                 }
             )
-            label = f"{recv}.{callee}" if recv else callee
+            label = f"{recv}{'' if keyed else '.'}{callee}" if recv else callee
             entry = f"{label} ({rtype})" if rtype else label
         else:
             entry = _snippet(node)

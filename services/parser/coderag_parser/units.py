@@ -24,6 +24,7 @@ from coderag_parser.definitions import (
     SYMBOL_ONLY,
     Definition,
     find_definitions,
+    keyed_aliases,
 )
 from coderag_parser.facts import DEPRECATED_MARKERS, collect_facts
 from coderag_parser.languages import has_grammar, load_query, parser
@@ -75,7 +76,8 @@ def parse_source(
         defs, symbols = find_definitions(matches, language)
         if defs or not tree.root_node.has_error:
             units, owners = _code_units(repo, path, language, data, lines, is_test, defs)
-            parsed = ParsedFile(units, symbols=_symbol_rows(defs) + symbols)
+            rows = _symbol_rows(defs) + symbols
+            parsed = ParsedFile(units, symbols=rows + keyed_aliases(matches, rows))
             collect_facts(parsed, matches, language, owners, markers)
             return parsed
     return ParsedFile(_blocks(repo, path, language, lines, range(len(lines)), is_test))

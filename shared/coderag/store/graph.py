@@ -41,6 +41,9 @@ SELF_RECEIVERS = frozenset({"self", "this", "cls"})
 ATTRIBUTES_OF_SELF = ("self.", "this.", "cls.")
 """Receivers that are objects the caller's own object holds."""
 
+DECLARATION_FILES = (".d.ts", ".d.mts", ".d.cts")
+"""TypeScript declaration files: what they define only declares code implemented elsewhere."""
+
 SUPER_RECEIVERS = ("super(", "super.")
 """Receivers that name the parent class (Python's ``super()``; with ``super`` itself, Java's
 and JavaScript's)."""
@@ -145,6 +148,10 @@ class Graph:
             # (``typer.run``), never a like-named function elsewhere (``subprocess.run()`` was
             # said to call ``typer.main.run``: issue 43's third trial)
             rows = [r for r in rows if r["kind"] != "function" or _names_module(receiver, r)]
+        # a declaration is no callee where the code it declares is a candidate too: pino's
+        # `pino(...)` calls pino.js's function, not pino.d.ts's (issue 43's fourth trial)
+        implemented = [r for r in rows if not r["file"].endswith(DECLARATION_FILES)]
+        rows = implemented or rows
         if not rows:
             return []
         if receiver_type:

@@ -314,6 +314,12 @@
   function: (member_expression
     object: (_) @call.receiver
     property: [(property_identifier) (private_property_identifier)] @name)) @reference.call
+;; symbol-keyed dispatch (`this[writeSym](obj)`): the callee is named by its key, `[writeSym]`,
+;; as a computed method or a `[writeSym]: write` entry names it (issue 43's fourth trial)
+(call_expression
+  function: (subscript_expression
+    object: (_) @call.receiver
+    index: [(identifier) (member_expression)] @name)) @reference.call
 (new_expression constructor: (identifier) @name) @reference.call
 (new_expression
   constructor: (member_expression object: (_) @call.receiver property: (property_identifier) @name)) @reference.call
@@ -352,3 +358,10 @@
   (#match? @_cfg "^(cfg|conf|config|settings)$")) @fact.config
 
 (member_expression object: (identifier) @_ctx (#match? @_ctx "^(ctx|context)$")) @fact.context
+
+;; a function stored under a computed key (`{ [writeSym]: write }`, `proto[writeSym] = write`):
+;; the key names the function too, so `this[writeSym](...)` calls it
+(pair key: (computed_property_name) @alias.key value: (identifier) @alias.target) @alias
+(assignment_expression
+  left: (subscript_expression index: [(identifier) (member_expression)] @alias.key)
+  right: (identifier) @alias.target) @alias
