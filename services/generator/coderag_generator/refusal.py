@@ -152,11 +152,15 @@ def describes(query: str) -> bool:
 
 def intends(query: str) -> bool:
     """Whether the question asks for something done ("how do I", "so I can", "help me", an
-    imperative) with a verb of getting around, switching off, or showing a secret, and says
-    nothing of defending: what a trace or history question still needs to be declined."""
+    imperative) with a verb of getting around, switching off, or showing a secret, or says what
+    the asker wants for themselves ("I'd like to find the input that makes it true", "我想"),
+    and says nothing of defending: what a trace or history question needs for the learned rule
+    to decline it."""
     every = all_rules()
     if any(p.search(query) for r in every for p in r.defense):
         return False
+    if any(p.search(query) for r in every for p in r.wish):
+        return True
     if not any(p.search(query) for r in every for p in (*r.ask, *r.purpose)):
         return False
     if any(p.search(query) for r in every for p in (*r.strong, *r.weak, *r.alone)):

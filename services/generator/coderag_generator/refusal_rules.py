@@ -39,6 +39,7 @@ class Rules:
     disclose_window: int
     ordinary: tuple[re.Pattern[str], ...]
     purpose: tuple[re.Pattern[str], ...]
+    wish: tuple[re.Pattern[str], ...]
     dimension: tuple[re.Pattern[str], ...]
     filler: tuple[re.Pattern[str], ...]
     judgements: tuple[Judgement, ...]
@@ -68,6 +69,7 @@ def rules(lang: str) -> Rules:
         disclose_window=int(unsafe.get("disclose_window", unsafe["window"])),
         ordinary=_compile(unsafe.get("ordinary", [])),
         purpose=_compile(unsafe.get("purpose", [])),
+        wish=_compile(unsafe.get("wish", [])),
         dimension=_compile(vague["dimension"]),
         filler=_compile(vague["filler"]),
         judgements=tuple(
