@@ -292,16 +292,23 @@ def test_symbol_keyed_dispatch_calls_the_function_its_key_names(tmp_path: Path) 
             "lib/symbols.js": (
                 "const writeSym = Symbol('demo.write')\n"
                 "const formatSym = Symbol('demo.format')\n"
-                "const flushSym = Symbol('demo.flush')\n\n"
-                "module.exports = { writeSym, formatSym, flushSym }\n"
+                "const flushSym = Symbol('demo.flush')\n"
+                "const asJsonSym = Symbol('demo.asJson')\n\n"
+                "module.exports = { writeSym, formatSym, flushSym, asJsonSym }\n"
             ),
             "lib/proto.js": (
-                "const { writeSym, formatSym } = require('./symbols')\n\n"
+                "const { writeSym, formatSym, asJsonSym } = require('./symbols')\n"
+                "const { asJson } = require('./tools')\n\n"
                 "function format (obj) {\n  return JSON.stringify(obj)\n}\n\n"
                 "function write (obj) {\n  const line = this[formatSym](obj)\n"
-                "  this.stream.write(line + '\\n')\n}\n\n"
-                "const proto = {\n  [writeSym]: write,\n  [formatSym]: format\n}\n\n"
+                "  this.stream.write(this[asJsonSym](line) + '\\n')\n}\n\n"
+                "const proto = {\n  [writeSym]: write,\n  [formatSym]: format,\n"
+                "  [asJsonSym]: asJson\n}\n\n"
                 "module.exports = proto\n"
+            ),
+            "lib/tools.js": (
+                "function asJson (line) {\n  return '{' + line + '}'\n}\n\n"
+                "module.exports = { asJson }\n"
             ),
             "lib/levels.js": (
                 "const { writeSym } = require('./symbols')\n\n"
@@ -319,12 +326,21 @@ def test_symbol_keyed_dispatch_calls_the_function_its_key_names(tmp_path: Path) 
         name="keyed",
     )
     graph = get_catalog().graph()
-    assert {e.callee for e in graph.callees("keyed", ids["write"])} == {ids["format"]}
+    # asJson is imported: the key names it through a binding row, resolved when read
+    assert {e.callee for e in graph.callees("keyed", ids["write"])} == {
+        ids["format"],
+        ids["asJson"],
+    }
+    assert {e.caller for e in graph.callers("keyed", ids["asJson"])} == {ids["write"]}
     assert {e.caller for e in graph.callers("keyed", ids["write"])} == {ids["makeLevel"]}
     assert {e.callee for e in graph.callees("keyed", ids["Sink.end"])} == {ids["Sink.[flushSym]"]}
     # the key is a name of the function in the symbol table, as the call site wrote it
     rows = get_catalog().symbols.starting_with("keyed", "[writeSym]", None, 10)
     assert [(r.file, r.kind, r.unit_id) for r in rows] == [("lib/proto.js", "method", ids["write"])]
+    (bound,) = get_catalog().symbols.starting_with("keyed", "[asJsonSym]", None, 10)
+    assert (bound.qualified, bound.kind, bound.unit_id) == ("asJson", "binding", None), bound
+    # /calls by the function's name is still the function, not its binding
+    assert get_catalog().symbols.unit_of("keyed", "asJson") == ids["asJson"]
 
 
 def test_a_call_resolves_to_the_code_not_to_its_typescript_declaration(tmp_path: Path) -> None:

@@ -19,6 +19,12 @@ class FileRow(NamedTuple):
     sha: str
 
 
+BINDING_KIND = "binding"
+"""The kind of a symbol row naming a computed key (``[asJsonSym]``) that a file binds to a
+function another file defines: its ``qualified`` is the function's name; it is in no unit (the
+call graph resolves it when read)."""
+
+
 class SymbolRow(NamedTuple):
     """A definition in a file, with the id of the unit holding it (None outside every unit)."""
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
+from coderag.index_rows import BINDING_KIND
 from coderag_parser.languages import EXPORTED
 
 CONTAINERS = {"class", "interface", "object", "namespace"}
@@ -112,9 +113,11 @@ def find_definitions(matches: list, language: str) -> tuple[list[Definition], li
 
 def keyed_aliases(matches: list, rows: list[dict]) -> list[dict]:
     """Symbol rows for the functions a file stores under a computed key (``{ [writeSym]: write
-    }``, ``proto[writeSym] = write``): the key, ``[writeSym]``, named as a method over the
-    function's lines, so that ``this[writeSym](...)`` resolves to it. Only a function the same
-    file defines is named (a key bound to an imported function stays unresolved)."""
+    }``, ``proto[writeSym] = write``), so that ``this[writeSym](...)`` resolves to them: the
+    key, ``[writeSym]``, named as a method over the lines of a function the file defines, or,
+    for a name the file defines no function by (an imported ``asJson``), a ``binding`` row at
+    the key's line whose ``qualified`` is that name (the call graph resolves it at read
+    time)."""
     functions: dict[str, dict] = {}
     for r in sorted(rows, key=lambda r: r["kind"] != "function"):  # a function before a method
         if r["kind"] in ("function", "method"):
@@ -124,8 +127,21 @@ def keyed_aliases(matches: list, rows: list[dict]) -> list[dict]:
         if "alias" not in caps:
             continue
         key = "[" + _text(caps["alias.key"][0]).strip("[] \t\n") + "]"
-        row = functions.get(_text(caps["alias.target"][0]))
-        if row is not None:
+        target = _text(caps["alias.target"][0])
+        row = functions.get(target)
+        if row is None:
+            line = caps["alias"][0].start_point[0] + 1
+            out.setdefault(
+                (key, -line),
+                {
+                    "name": key,
+                    "qualified": target,
+                    "kind": BINDING_KIND,
+                    "start_line": line,
+                    "end_line": line,
+                },
+            )
+        else:
             out.setdefault(
                 (key, row["start_line"]),
                 {

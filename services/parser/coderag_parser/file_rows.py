@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from coderag.index_rows import CallRow, FileRow, ImportRow, SymbolRow
+from coderag.index_rows import BINDING_KIND, CallRow, FileRow, ImportRow, SymbolRow
 from coderag.redact import redact
 from coderag.schemas import Unit
 from coderag_parser.files import read_source
@@ -92,7 +92,7 @@ def parse_file(job: FileJob) -> FileRows | SkippedFile:
                 s["kind"],
                 s["start_line"],
                 s["end_line"],
-                unit_at(s["start_line"]),
+                None if s["kind"] == BINDING_KIND else unit_at(s["start_line"]),
             )
             for s in parsed.symbols
         ),

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from coderag.index_rows import BINDING_KIND
 from coderag.store.database import Database, Row, Tx, insert_sql
 
 CALLABLE_KINDS = ("function", "method")
@@ -87,7 +88,32 @@ class Graph:
             ):
                 found[r["name"]].append(r)
             self._named.update({(repo, n): rows for n, rows in found.items()})
+        for key, rows in self._bound(repo, [n for n in todo if n.startswith("[")]).items():
+            self._named[(repo, key)] = self._named[(repo, key)] + rows
         return {n: self._named[(repo, n)] for n in names}
+
+    def _bound(self, repo: str, keys: list[str]) -> dict[str, list[Row]]:
+        """The functions stored under computed keys by a file that imports them (pino's
+        ``{ [asJsonSym]: asJson }`` with ``asJson`` from tools.js): each binding's function
+        found as a bare call from the binding's file would find it, named by the key as a
+        method of the object it is stored in (a function the same file defines is named by the
+        parser itself)."""
+        if not keys:
+            return {}
+        bindings = self._db.read(
+            "SELECT name, qualified, file FROM symbols WHERE repo=:repo AND name IN :names "
+            "AND kind = :kind",
+            {"repo": repo, "names": keys, "kind": BINDING_KIND},
+        )
+        targets = self._definitions(repo, {b["qualified"] for b in bindings})
+        out: dict[str, list[Row]] = defaultdict(list)
+        for b in bindings:
+            rows = targets[b["qualified"]]
+            for uid in self._pick(repo, rows, "", b["file"]):
+                row = next(r for r in rows if r["unit_id"] == uid)
+                named = {**dict(zip(row.keys(), row, strict=True)), "name": b["name"]}
+                out[b["name"]].append(type(row)(tuple({**named, "kind": "method"}.values())))
+        return out
 
     def _imports(self, repo: str, file: str) -> list[str]:
         """The modules one file imports, read once per graph."""
@@ -202,6 +228,16 @@ class Graph:
                     {"repo": repo, "unit": unit_id},
                 )
             }
+            if names:
+                # the keys other files store the unit's function under (``[asJsonSym]``)
+                names |= {
+                    r["name"]
+                    for r in self._db.read(
+                        "SELECT name FROM symbols WHERE repo=:repo AND kind=:kind "
+                        "AND qualified IN :names",
+                        {"repo": repo, "kind": BINDING_KIND, "names": sorted(names)},
+                    )
+                }
             definitions = self._definitions(repo, names)
             out: list[Edge] = []
             for name in sorted(names):
