@@ -270,3 +270,36 @@ def test_commit_questions_have_code_gold_only(tmp_path: Path) -> None:
     assert questions["Return the order total as a float everywhere"] == [2]
     assert questions["Sum the prices of an order's lines"] == [2]
     assert len(questions) == 2
+
+
+@pytest.mark.slow
+def test_eval_says_so_when_a_reindex_swaps_the_index_under_it(
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the fifth trial's `coderag eval`, run while a reindex finished, died with a KeyError
+    from coderag.errors import Conflict
+    from coderag.jobs import IndexRepo
+    from coderag.queue import run_now
+    from coderag.settings import get_settings
+    from coderag.store import get_catalog
+    from coderag_retriever import selfscore
+
+    root = make_repo(tmp_path / "team")
+    get_catalog().create_repo("team", str(root), None, None)
+    run_now(IndexRepo(repo="team"))
+    searched = selfscore.rank
+
+    def rank_after_a_reindex(*args: object, **kwargs: object) -> object:
+        # every unit of client.py moves down two lines, so its ids change
+        (root / "client.py").write_text("# moved\n\n" + RETRY)
+        commit_all(git.Repo(root), "Move the client helpers down")
+        run_now(IndexRepo(repo="team"))
+        monkeypatch.setattr(selfscore, "rank", searched)
+        return searched(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(selfscore, "rank", rank_after_a_reindex)
+    with pytest.raises(Conflict, match="reindexed while it was being evaluated"):
+        selfscore.evaluate("team", root, 10, get_settings())
+    # once the index holds still, the same run completes
+    report = selfscore.evaluate("team", root, 10, get_settings())
+    assert report.ranks["coderag"], report

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from coderag import routes
-from coderag.errors import CoderagError
+from coderag.errors import CoderagError, Conflict
 from coderag.language import STOP_EN
 from coderag.schemas import Unit
 from coderag.settings import Settings
@@ -292,7 +292,15 @@ def evaluate(repo: str, root: Path | None, limit: int, settings: Settings) -> Re
         stripped_plain = PlainBM25(stripped_units)
     for q in questions:
         if q.kind == "commit":
-            order = [index.position[r.unit.id] for r in rank(repo, q.query, K, settings)]
+            ranked = rank(repo, q.query, K, settings)
+            if any(r.unit.id not in index.position for r in ranked):
+                # a reindex swapped the index under the run: its ranks would mix two indexes
+                # (the fifth trial's KeyError)
+                raise Conflict(
+                    f"{repo!r} was reindexed while it was being evaluated; run coderag eval "
+                    "again once its status is ready"
+                )
+            order = [index.position[r.unit.id] for r in ranked]
             baseline = plain.rank(q.query)
         else:
             order = lexical_rank(stripped, q.query, repo, settings)
