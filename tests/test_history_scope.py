@@ -444,6 +444,15 @@ def test_who_added_a_name_leads_with_the_commit_that_brought_it_in(
     assert first_commit(answer) == shas["cors"] and "Bob Barker" in answer, answer
     assert shas["initial"] not in answer, "the commit before Range is no commit that added it"
     assert " lines " not in answer, "an old commit's line numbers are not today's"
+    # quoted code is what was added: the fifth trial's "Who added the `age < 0` check" was told
+    # the enclosing method's oldest commit
+    for query in (
+        "Who added `level=6` to the GZip middleware?",
+        "谁在 GZip 中间件里加了 `level=6`？",
+    ):
+        answer = answered(client, query)
+        assert "`level=6`" in answer.splitlines()[0], (query, answer)
+        assert first_commit(answer) == shas["gzip"] and "Carol Danvers" in answer, (query, answer)
 
 
 @pytest.fixture

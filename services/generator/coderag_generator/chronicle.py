@@ -219,20 +219,38 @@ def distinctive(name: str) -> bool:
     return bool(_DISTINCT.search(name)) or len(name) >= DISTINCT_LENGTH
 
 
+_QUOTED_CODE = re.compile(r"`([^`\n]{3,120})`")
+"""Code a question quotes between backticks."""
+
+_NAME_ONLY = re.compile(r"[\w.:$]+(?:\(\))?")
+"""A quoted name (``App.route``, ``unsign()``) rather than a fragment of code."""
+
+
 def introduced_term(query: str, units: list[Hit]) -> str | None:
-    """The name a "who added X" question asks about, when the code of what it is about holds
-    it as written: a name inside a unit, or a unit's own name when it is ``distinctive``. A
-    unit's oldest commit is where its lines began, which may be code that held another name
-    (issue 43's fourth trial: ``genLevelComparison``'s lines date from 2018, the name from
-    2024); a short name keeps that oldest commit, since a pickaxe for it finds every use of the
-    word."""
+    """What a "who added X" question asks about, when the code of what it is about holds it as
+    written: a fragment of code it quotes (``age < 0``: the fifth trial was told the oldest
+    commit of the enclosing method), a name inside a unit, or a unit's own name when it is
+    ``distinctive``. A unit's oldest commit is where its lines began, which may be code that
+    held another name (issue 43's fourth trial: ``genLevelComparison``'s lines date from 2018,
+    the name from 2024); a short name keeps that oldest commit, since a pickaxe for it finds
+    every use of the word."""
+    for m in _QUOTED_CODE.finditer(query):
+        code = m.group(1).strip()
+        if not _NAME_ONLY.fullmatch(code) and any(_holds(u, code) for u in units):
+            return code
     for term in named_terms(query):
         if any(term == u.symbol or u.symbol.endswith("." + term) for u in units):
             leaf = _NAME_PARTS.split(term)[-1]
             return leaf if distinctive(leaf) else None
-        if any(term in (u.text or "") or u.kind in (FILE_TARGET, FOLDER_TARGET) for u in units):
+        if any(_holds(u, term) for u in units):
             return term
     return None
+
+
+def _holds(unit: Hit, term: str) -> bool:
+    """Whether a unit's code holds ``term``, or it is a file or folder (whose text is not read
+    here: the pickaxe over it says)."""
+    return term in (unit.text or "") or unit.kind in (FILE_TARGET, FOLDER_TARGET)
 
 
 def ranges(units: list[Hit]) -> list[LineRange]:
