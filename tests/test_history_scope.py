@@ -477,7 +477,9 @@ def test_who_added_a_distinctive_unit_name_leads_with_the_commit_that_brought_th
     # came from, not the 2024 commit that wrote the function under that name
     for query in ("Who added compress_if_large, and when?", "谁添加了 compress_if_large？"):
         answer = answered(client, query)
-        assert "`compress_if_large`" in answer.splitlines()[0], (query, answer)
+        head = answer.splitlines()[0]
+        assert "`compress_if_large`" in head and "`webkit/middleware/gzip.py`" in head, head
+        assert head.count("compress_if_large") == 1, "brought into its file, not into itself"
         assert first_commit(answer) == shas["rename"] and "Ivy Lee" in answer, (query, answer)
         assert shas["initial"] not in answer, (query, answer)
 
@@ -502,6 +504,8 @@ def test_it_with_no_earlier_turn_is_asked_back(webkit: tuple[TestClient, dict[st
         assert body["reason"] == "no_antecedent" and not body["citations"], (query, body)
         assert said in body["answer"].split("?")[0].split("？")[0], body  # asked back first
         assert "- `" not in body["answer"], body
+        # its example is a file of this repository (the fifth trial was shown pino's)
+        assert "webkit/" in body["answer"] and "proto.js" not in body["answer"], body
     # the same follow-up in a session that said what "it" is gets its history
     turn = {"repo": "webkit", "session_id": "antecedent"}
     first = client.post("/ask", json={**turn, "query": "Where does the CORS middleware decide "

@@ -206,7 +206,9 @@ def _by_rules(q: _Case) -> Answer | None:
     if verdict is None and said:
         # "And who last changed it?" opening a session: no turn says what "it" is, and an
         # answer about whatever the words found reads as confident and wrong (the fourth trial)
-        text = prompts.load("antecedent", q.lang).format(said=said)
+        # the example names a file of this repository, not one of another (the fifth trial)
+        example = q.hits[0].file if q.hits else "src/main.py"
+        text = prompts.load("antecedent", q.lang).format(said=said, file=example)
         return Answer(answer=text, clarify=True, reason=NO_ANTECEDENT, backend=q.backend.name)
     # a contradicted premise is answered before the gate: a claim about a unit that is found
     # may name a callee the code lacks, which the gate would refuse as absent

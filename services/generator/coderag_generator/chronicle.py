@@ -279,10 +279,11 @@ def _spans_of(units: list[Hit], history: HistoryResponse) -> list[tuple[str, int
     return out
 
 
-def _what(p: dict[str, Any], u: Hit, span: tuple[str, int, int]) -> str:
+def _what(p: dict[str, Any], u: Hit, span: tuple[str, int, int], term: str | None = None) -> str:
     if u.kind == FOLDER_TARGET:
         return p["folder"].format(folder=u.file)
-    if u.kind == FILE_TARGET:
+    if u.kind == FILE_TARGET or (term and _NAME_PARTS.split(u.symbol)[-1] == term):
+        # "brought `_lazy_sha1` into `signer.py`", not "into `_lazy_sha1`" (the fifth trial)
         return p["file"].format(file=u.file)
     return p["what"].format(symbol=u.symbol, place=f"{u.file}:{span[1]}-{span[2]}")
 
@@ -304,7 +305,8 @@ def compose(
     (the history without the window)."""
     p = phrases(lang)
     spans = _spans_of(units, history)
-    what = p["and"].join(_what(p, u, s) for u, s in zip(units, spans, strict=True))
+    term = pickaxe if origin else None
+    what = p["and"].join(_what(p, u, s, term) for u, s in zip(units, spans, strict=True))
     if not history.has_history:
         return p["no_history"].format(what=what)
     folders = {r.file for r in history.ranges if r.folder}
