@@ -374,3 +374,34 @@ def test_a_call_resolves_to_the_code_not_to_its_typescript_declaration(tmp_path:
     assert ids["pino"] in callees and not callees & declared, callees
     transport = get_catalog().symbols.starting_with("declared", "transport", None, 10)
     assert transport and {r.unit_id for r in transport} <= callees, "a lone declaration is called"
+
+
+def test_a_name_with_overloads_is_the_unit_that_implements_it(tmp_path: Path) -> None:
+    # itsdangerous's `/calls?symbol=TimestampSigner.unsign` showed the first @t.overload stub,
+    # with no callees (the fifth trial)
+    ids = _index(
+        tmp_path,
+        {
+            "timed.py": (
+                "import typing as t\n\n\nclass Timed:\n"
+                "    @t.overload\n    def unsign(\n"
+                "        self, value: bytes, stamp: t.Literal[False] = False\n"
+                "    ) -> bytes: ...\n\n"
+                "    @t.overload\n    def unsign(\n"
+                "        self, value: bytes, stamp: t.Literal[True] = True\n"
+                "    ) -> tuple[bytes, int]: ...\n\n"
+                "    def unsign(self, value: bytes, stamp: bool = False):\n"
+                "        age = self.age(value)\n        if age < 0:\n"
+                "            raise ValueError(value)\n"
+                "        return (value, age) if stamp else value\n\n"
+                "    def age(self, value: bytes) -> int:\n        return len(value)\n"
+            ),
+        },
+        name="overloads",
+    )
+    catalog = get_catalog()
+    unit = catalog.symbols.unit_of("overloads", "Timed.unsign")
+    (found,) = [u for u in catalog.units("overloads") if u.id == unit]
+    assert "if age < 0" in found.text, found
+    callees = {e.callee for e in catalog.graph().callees("overloads", unit)}
+    assert callees == {ids["Timed.age"]}, callees

@@ -94,10 +94,12 @@ class Symbols:
         return [Symbol(*r) for r in rows]
 
     def unit_of(self, repo: str, qualified: str) -> str | None:
-        """The id of the unit defining a qualified name, None when none does."""
+        """The id of the unit defining a qualified name, None when none does; of several (a
+        Python ``@overload`` stub before its implementation, a declaration beside its code),
+        the longest, which holds the code (the fifth trial's ``/calls`` showed a stub)."""
         rows = self._db.read(
             "SELECT unit_id FROM symbols WHERE repo=:repo AND qualified=:qualified "
-            "AND unit_id IS NOT NULL",
+            "AND unit_id IS NOT NULL ORDER BY end_line - start_line DESC, file, start_line",
             {"repo": repo, "qualified": qualified},
         )
         return rows[0]["unit_id"] if rows else None
