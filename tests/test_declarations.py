@@ -78,6 +78,29 @@ SOURCES = {
         ("lib.rs", "method", "fn area(&self) -> f64;", True),
         ("base.py", "method", '@abstractmethod\ndef run(self):\n    """Run it."""\n    ...', True),
         ("base.py", "method", "def close(self):\n    raise NotImplementedError", True),
+        (  # an overload whose signature wraps, as itsdangerous writes them (the fifth trial)
+            "timed.py",
+            "method",
+            "    @t.overload\n    def unsign(  # type: ignore\n        self,\n"
+            "        signed_value: str | bytes,\n        max_age: int | None = None,\n"
+            "        return_timestamp: t.Literal[False] = False,\n    ) -> bytes: ...",
+            True,
+        ),
+        (
+            "timed.py",
+            "method",
+            "    def unsign(\n        self,\n        value: bytes,\n    ) -> bytes:\n"
+            '        """Unsign it."""\n        ...',
+            True,
+        ),
+        (  # the implementation under it
+            "timed.py",
+            "method",
+            "    def unsign(\n        self,\n        signed_value: str | bytes,\n"
+            "        max_age: int | None = None,\n    ) -> bytes:\n"
+            "        value = super().unsign(signed_value)\n        return value",
+            False,
+        ),
         ("ring.c", "function", "int ring_push(struct ring *r) {\n  return 0;\n}", False),
         (
             "io.py",
