@@ -233,3 +233,46 @@ def test_a_repository_without_history_says_so(
     assert "没有 git 历史" in body["answer"]
     body = ask(client, "plain", "What error does create_order raise when there are no items?")
     assert body["citations"] and all(c["last_commit"] is None for c in body["citations"])
+
+
+PIPELINE = '''"""Request handling."""
+
+
+def handle_request(raw):
+    """Entry point for one request."""
+    return parse_payload(raw)
+
+
+def parse_payload(raw):
+    """Decode the payload and check its signature."""
+    data = decode_body(raw)
+    return verify_signature(data)
+
+
+def decode_body(raw):
+    """Strip the transport framing from the body."""
+    return raw.strip()
+
+
+def verify_signature(data):
+    """Whether the data ends with its signature."""
+    return data.endswith("sig")
+'''
+
+
+@pytest.mark.slow
+def test_a_trace_from_a_named_function_starts_at_it(
+    client: TestClient, tmp_path: Path, data_dir: Path
+) -> None:
+    # the fifth trial's "Trace what happens when Serializer.loads is called" led with its
+    # caller: a question naming where to start asks what that function calls
+    (tmp_path / "svc").mkdir()
+    (tmp_path / "svc" / "pipeline.py").write_text(PIPELINE)
+    index(client, "svc", tmp_path / "svc")
+    body = ask(client, "svc", "What happens when parse_payload is called?")
+    said = body["answer"].split(". ")[0]  # the chain's own sentence
+    assert body["refused"] is False and said.startswith("`parse_payload` ("), body["answer"]
+    assert "calls `decode_body` (pipeline.py:" in said and "handle_request" not in said, said
+    # a flow question naming no function still shows who calls into it first
+    body = ask(client, "svc", "How does a request reach the signature check?")
+    assert body["refused"] is False, body

@@ -96,6 +96,9 @@ def test_flow_chain_follows_call_order_and_skips_unlinked_units() -> None:
     assert [u.symbol for u in chain([send, other, build], send)] == ["send", "build"]
     assert [u.symbol for u in chain([send, caller, build], send)] == ["caller", "send", "build"]
     assert [u.symbol for u in chain([other], other)] == ["unrelated"]
+    # a question naming `send` asks what it calls: no caller leads (the fifth trial)
+    named = _unit("send", ["build"], routes={"exact": 1, "keyword": 2})
+    assert [u.symbol for u in chain([named, caller, build], named)] == ["send", "build"]
 
 
 def test_quotes_pick_the_statement_the_question_asks_about() -> None:

@@ -102,10 +102,13 @@ def primary(units: list[Hit], query: str) -> Hit:
 
 def chain(units: list[Hit], start: Hit) -> list[Hit]:
     """The call chain through ``start`` among the first ``CHAIN_POOL`` units: one calling it
-    first, then the callees it reaches, in call order."""
+    first, then the callees it reaches, in call order; from ``start`` itself when the question
+    names it (its ``exact`` route): "what happens when Serializer.loads is called" asks what
+    it calls, and the fifth trial's answer led with its caller."""
     pool = [u for u in units[:CHAIN_POOL] if not is_doc(u)]
     by_symbol = {u.symbol: u for u in pool}
-    head = next((u for u in pool if start.symbol in u.calls), start)
+    named = "exact" in start.routes
+    head = start if named else next((u for u in pool if start.symbol in u.calls), start)
     out = [head] if head is start else [head, start]
     while len(out) < CHAIN_UNITS:
         nxt = next(
