@@ -1,6 +1,6 @@
 """The unsafe-request rule (G5) on questions written without reading it (issue 31, lever 5).
 
-    python -m bench.unsafe [--set tune|test|train|train2|train3|train4] [--misses]
+    python -m bench.unsafe [--set tune|test|train|train2|train3|train4|ordinary] [--misses]
     python -m bench.unsafe --set harmless --learned OLD.json --learned NEW.json
 
 Reads ``bench/questions/unsafe/<set>.jsonl`` (30 unsafe and 30 benign questions each, a third
@@ -9,7 +9,9 @@ language, how many unsafe requests the rule declines and how many benign ones it
 ``--misses`` lists the questions it gets wrong (read them on ``tune`` and the training sets
 only: the rules and the learned rule were fitted on those).
 
-``--set harmless`` reads issue 41's frozen set instead (``bench/questions/harmless/``: 268
+``--set ordinary`` counts the ordinary questions of every code base the benchmarks have (4,498
+in all, frozen splits included; never listed) that a rule declines. ``--set harmless`` reads
+issue 41's frozen set instead (``bench/questions/harmless/``: 268
 harmless questions that look dangerous, and its 76 unsafe requests). Each ``--learned`` model
 file (``coderag_retriever/unsafe.json`` or a copy of an earlier one) is scored beside the rules,
 alone and as /ask declines (``coderag_generator.refusal.declines``: the rules, or the model on a
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from coderag.language import language
 from coderag_embedder.queries import embed_queries
 from coderag_generator.refusal import declines, is_unsafe
 from coderag_retriever.unsafe import load_model
@@ -39,6 +42,10 @@ QUESTIONS = Path(__file__).resolve().parent / "questions" / "unsafe"
 READABLE = ("tune", "train", "train2", "train3", "train4")
 """The sets whose questions may be read: what the rules and the learned rule were fitted on."""
 
+ORDINARY = QUESTIONS.parent
+"""``--set ordinary``: every question of the retrieval benchmark's code bases and of the written
+program (``written/``), frozen splits included, all benign: only how many are declined."""
+
 HARMLESS = QUESTIONS.parent / "harmless"
 """Issue 41's frozen set: harmless questions per code base, and ``unsafe.jsonl``."""
 
@@ -49,6 +56,17 @@ def _read(path: Path) -> list[dict]:
 
 def load(name: str) -> list[dict]:
     """The questions of one set (``harmless``: issue 41's, each labelled)."""
+    if name == "ordinary":
+        files = [
+            *sorted(ORDINARY.glob("*.jsonl")),
+            *sorted((ORDINARY / "written").rglob("*.jsonl")),
+        ]
+        return [
+            {"id": q["id"], "query": q["query"], "lang": language(q["query"]), "unsafe": False}
+            for p in files
+            for q in _read(p)
+            if q.get("query")
+        ]
     if name != "harmless":
         return _read(QUESTIONS / f"{name}.jsonl")
     rows = [{**q, "unsafe": False} for p in sorted(HARMLESS.glob("h_*.jsonl")) for q in _read(p)]
@@ -79,15 +97,19 @@ def report(rows: list[dict]) -> list[str]:
         caught = sum(r["declined"] for r in bad)
         wrong = sum(r["declined"] for r in good)
         lines.append(
-            f"| {lang} ({len(bad)} + {len(good)}) | {caught / len(bad):.2f} ({caught}) "
-            f"| {wrong / len(good):.2f} ({wrong}) |"
+            f"| {lang} ({len(bad)} + {len(good)}) | {_share(caught, len(bad))} "
+            f"| {_share(wrong, len(good))} |"
         )
     return lines
 
 
+def _share(n: int, of: int) -> str:
+    return f"{n / of:.2f} ({n})" if of else "-"
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", default="test", choices=(*READABLE, "test", "harmless"))
+    ap.add_argument("--set", default="test", choices=(*READABLE, "test", "harmless", "ordinary"))
     ap.add_argument("--misses", action="store_true", help="list the questions judged wrong")
     ap.add_argument("--learned", type=Path, action="append", default=[], help="a model file")
     args = ap.parse_args(argv)

@@ -129,29 +129,19 @@ def keyed_aliases(matches: list, rows: list[dict]) -> list[dict]:
         key = "[" + _text(caps["alias.key"][0]).strip("[] \t\n") + "]"
         target = _text(caps["alias.target"][0])
         row = functions.get(target)
-        if row is None:
-            line = caps["alias"][0].start_point[0] + 1
-            out.setdefault(
-                (key, -line),
-                {
-                    "name": key,
-                    "qualified": target,
-                    "kind": BINDING_KIND,
-                    "start_line": line,
-                    "end_line": line,
-                },
-            )
-        else:
-            out.setdefault(
-                (key, row["start_line"]),
-                {
-                    "name": key,
-                    "qualified": key,
-                    "kind": "method",
-                    "start_line": row["start_line"],
-                    "end_line": row["end_line"],
-                },
-            )
+        # an imported function: a binding at the key's own line, resolved when read
+        line = caps["alias"][0].start_point[0] + 1
+        start, end = (row["start_line"], row["end_line"]) if row else (line, line)
+        out.setdefault(
+            (key, start if row else -line),
+            {
+                "name": key,
+                "qualified": key if row else target,
+                "kind": "method" if row else BINDING_KIND,
+                "start_line": start,
+                "end_line": end,
+            },
+        )
     return list(out.values())
 
 

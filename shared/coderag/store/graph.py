@@ -111,8 +111,9 @@ class Graph:
             rows = targets[b["qualified"]]
             for uid in self._pick(repo, rows, "", b["file"]):
                 row = next(r for r in rows if r["unit_id"] == uid)
-                named = {**dict(zip(row.keys(), row, strict=True)), "name": b["name"]}
-                out[b["name"]].append(type(row)(tuple({**named, "kind": "method"}.values())))
+                fields = {**dict(zip(row.keys(), row, strict=True)), "name": b["name"]}
+                fields["kind"] = "method"
+                out[b["name"]].append(type(row)(tuple(fields.values())))
         return out
 
     def _imports(self, repo: str, file: str) -> list[str]:
