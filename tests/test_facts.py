@@ -183,7 +183,7 @@ def test_java() -> None:
         "this.validate (OrderService)",
         "OrderException",
         "System.getenv",
-        "ctx.log",
+        "ctx.log (Context)",  # the parameter says its type
     }
     assert ("this", "validate", "OrderService") in callees(parsed, process)
     assert facts["signature"] == {

@@ -143,8 +143,8 @@ def test_self_calls_stay_in_their_class_and_tests_cover_the_methods_they_import(
         {
             "routing.py": ROUTING,
             "tests/test_routing.py": (
-                "from routing import Router\n\n\ndef test_paths():\n"
-                "    router = Router()\n    assert router.url_path_for('home') == '/home'\n"
+                "from routing import Router\n\n\ndef test_paths(router):\n"
+                "    assert router.url_path_for('home') == '/home'\n"
             ),
             "other.py": "def url_path_for(name):\n    return name\n",
         },
@@ -154,7 +154,8 @@ def test_self_calls_stay_in_their_class_and_tests_cover_the_methods_they_import(
     assert graph.callers("g", ids["Router.app"]) == []
     assert graph.callees("g", ids["Route.handle"]) == []
     assert graph.callees("g", ids["Mount.handle"]) == []
-    # url_path_for has five definitions: the test calls the ones of the module it imports
+    # url_path_for has five definitions: the test calls (on a fixture of unknown type) the
+    # ones of the module it imports
     tested = graph.tested("g")
     for owner in ("Router", "Route", "Mount", "Host"):
         assert ids[f"{owner}.url_path_for"] in tested, owner
@@ -405,3 +406,46 @@ def test_a_name_with_overloads_is_the_unit_that_implements_it(tmp_path: Path) ->
     assert "if age < 0" in found.text, found
     callees = {e.callee for e in catalog.graph().callees("overloads", unit)}
     assert callees == {ids["Timed.age"]}, callees
+
+
+def test_a_call_on_a_typed_name_calls_its_types_method(tmp_path: Path) -> None:
+    """Where the code states a name's type (a parameter's annotation, a constructor call, a
+    field set in another method), a call on it is that type's method, not every method of the
+    name the caller's file can see (issue 43: ``mount.handle()`` was said to call every
+    ``handle``)."""
+    ids = _index(
+        tmp_path,
+        {
+            "web/routes.py": (
+                "class Route:\n    def handle(self):\n        return 1\n\n\n"
+                "class Mount:\n    def handle(self):\n        return 2\n"
+            ),
+            "web/app.py": (
+                "from web.routes import Mount, Route\n\n\nclass Router:\n"
+                "    def __init__(self):\n        self.main = Route()\n\n"
+                "    def dispatch(self, mount: Mount, n: int = 0):\n        return mount.handle()\n\n"
+                "    def first(self):\n        r = Route()\n        return r.handle()\n\n"
+                "    def through_field(self):\n        return self.main.handle()\n\n"
+                "    def unknown(self, thing):\n        return thing.handle()\n"
+            ),
+            "web/page.ts": (
+                "class Page {\n  render(): number {\n    return 1;\n  }\n}\n\n"
+                "class Panel {\n  render(): number {\n    return 2;\n  }\n}\n\n"
+                "export function show(panel: Panel): number {\n  return panel.render();\n}\n\n"
+                "export function build(): number {\n  const p = new Page();\n"
+                "  return p.render();\n}\n"
+            ),
+        },
+    )
+    graph = get_catalog().graph()
+
+    def callees(name: str) -> set[str]:
+        return {e.callee for e in graph.callees("g", ids[name])}
+
+    assert callees("Router.dispatch") == {ids["Mount.handle"]}
+    assert callees("Router.first") == {ids["Route.handle"]}
+    assert callees("Router.through_field") == {ids["Route.handle"]}
+    # a name of unknown type still reaches both: nothing says which
+    assert callees("Router.unknown") == {ids["Route.handle"], ids["Mount.handle"]}
+    assert callees("show") == {ids["Panel.render"]}
+    assert callees("build") == {ids["Page.render"]}

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import bisect
 import re
+from functools import cache
 from typing import Any
 
 from coderag_parser.definitions import METHOD_CONTAINERS, Definition
-from coderag_parser.languages import DEFAULT_EXPORTED, EXPORTED
+from coderag_parser.languages import DEFAULT_EXPORTED, EXPORTED, TYPED_NAMES
 from coderag_parser.parsed import ParsedFile
 
 DEPRECATED_MARKERS = r"(?i)\bdeprecated\b|@Deprecated|\bDEPRECATED\b"
@@ -35,8 +36,41 @@ def _snippet(node: Any) -> str:
     return " ".join(text.split())[:100]
 
 
-def _receiver_types(d: Definition | None) -> dict[str, str]:
-    """Variable -> type for the receivers a definition's calls may use."""
+def _typed(language: str, where: str, text: str, prefix: str = "") -> dict[str, str]:
+    """Name -> type that ``text`` states by a language's ``TYPED_NAMES[where]`` patterns
+    (``prefix`` before each name: ``self.`` for fields); the first statement of a name wins."""
+    out: dict[str, str] = {}
+    for pattern in _patterns(language, where):
+        for m in pattern.finditer(text):
+            out.setdefault(prefix + m["name"], m["type"])
+    return out
+
+
+@cache
+def _patterns(language: str, where: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.M) for p in TYPED_NAMES.get(language, {}).get(where, ()))
+
+
+def field_types(language: str, units: list[Any], owners: dict[int, Definition]) -> dict[str, dict]:
+    """Class -> (``self.name``/``this.name`` -> type) from its methods' assignments."""
+    out: dict[str, dict[str, str]] = {}
+    if not _patterns(language, "fields"):
+        return out
+    for i, unit in enumerate(units):
+        d = owners.get(i)
+        if d is None or d.parent is None or d.parent.kind not in METHOD_CONTAINERS:
+            continue
+        for attr, kind in _typed(language, "fields", unit.text).items():
+            for name in SELF_NAMES:
+                out.setdefault(d.parent.name, {}).setdefault(f"{name}.{attr}", kind)
+    return out
+
+
+def _receiver_types(
+    d: Definition | None, language: str = "", text: str = "", fields: dict | None = None
+) -> dict[str, str]:
+    """Variable -> type for the receivers a definition's calls may use: its receiver, its
+    class for ``self``/``this``, its typed parameters and locals, its class's typed fields."""
     if d is None:
         return {}
     types: dict[str, str] = {}
@@ -48,6 +82,13 @@ def _receiver_types(d: Definition | None) -> dict[str, str]:
     named = d.receiver.strip("()").split()
     if not container and len(named) == 1:
         container = named[0].rsplit(".", 1)[-1]  # `X.prototype.m = function`: `this` is an X
+    if language:
+        for table in (
+            (fields or {}).get(container, {}),
+            _typed(language, "locals", text),
+            _typed(language, "params", d.params),
+        ):
+            types.update({k: v for k, v in table.items() if k not in SELF_NAMES})
     if container:
         for name in SELF_NAMES:
             types[name] = container
@@ -82,6 +123,14 @@ def collect_facts(
         return i if i >= 0 and units[i].end_line >= row + 1 else None
 
     facts: list[dict[str, list[str]]] = [{} for _ in units]
+    fields = field_types(language, units, owners)
+    receivers: dict[int, dict[str, str]] = {}
+
+    def receiver_types(i: int) -> dict[str, str]:
+        if i not in receivers:
+            receivers[i] = _receiver_types(owners.get(i), language, units[i].text, fields)
+        return receivers[i]
+
     for _, caps in matches:
         if "import" in caps and "name" in caps:
             parsed.imports.append(_snippet(caps["name"][0]).strip("\"'<>"))
@@ -101,7 +150,7 @@ def collect_facts(
             if keyed:
                 callee = f"[{callee}]"
             recv = _snippet(caps["call.receiver"][0]) if "call.receiver" in caps else ""
-            rtype = _receiver_types(owners.get(i)).get(recv, "")
+            rtype = receiver_types(i).get(recv, "")
             parsed.calls.append(
                 {
                     "caller": ids[i],

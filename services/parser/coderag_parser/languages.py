@@ -127,3 +127,39 @@ languages treat names without a leading ``_`` or ``#`` as exported."""
 
 DEFAULT_EXPORTED = ("name", r"^[^_#]")
 """The export rule of languages not in ``EXPORTED``."""
+
+_PY_TYPE = r"""["']?(?:(?:typing\.)?Optional\[)?(?P<type>[A-Za-z_][\w.]*)"""
+_NEW_TYPE = r"new\s+(?P<type>[A-Za-z_][\w.]*)"
+_TS_NEW = r"(?:const|let|var)\s+(?P<name>\w+)(?:\s*:\s*[\w.<>]+)?\s*=\s*" + _NEW_TYPE
+_TS_FIELD = r"\bthis\.(?P<name>\w+)\s*=\s*" + _NEW_TYPE
+_TS_PARAM = (
+    r"(?:^|[(,])\s*(?:(?:public|private|protected|readonly)\s+)*"
+    r"(?P<name>\w+)\??\s*:\s*(?P<type>[A-Za-z_][\w.]*)"
+)
+
+TYPED_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
+    "python": {
+        "params": (rf"(?:^|[(,])\s*\*{{0,2}}(?P<name>\w+)\s*:\s*{_PY_TYPE}",),
+        "locals": (
+            r"^[ \t]*(?P<name>\w+)[ \t]*(?::[^=\n]+)?=[ \t]*(?P<type>[A-Z]\w*(?:\.[A-Z]\w*)*)\(",
+            rf"^[ \t]*(?P<name>\w+)[ \t]*:[ \t]*{_PY_TYPE}",
+        ),
+        "fields": (
+            r"\bself\.(?P<name>\w+)\s*(?::\s*[^=\n]+)?=\s*(?P<type>[A-Z]\w*(?:\.[A-Z]\w*)*)\(",
+            rf"\bself\.(?P<name>\w+)[ \t]*:[ \t]*{_PY_TYPE}",
+        ),
+    },
+    "typescript": {"params": (_TS_PARAM,), "locals": (_TS_NEW,), "fields": (_TS_FIELD,)},
+    "tsx": {"params": (_TS_PARAM,), "locals": (_TS_NEW,), "fields": (_TS_FIELD,)},
+    "javascript": {"params": (), "locals": (_TS_NEW,), "fields": (_TS_FIELD,)},
+    "java": {
+        "params": (r"(?:^|[(,])\s*(?:final\s+)?(?P<type>[A-Z]\w*)(?:<[^>]*>)?\s+(?P<name>\w+)",),
+        "locals": (r"\b(?P<type>[A-Z]\w*)(?:<[^>]*>)?\s+(?P<name>\w+)\s*=\s*new\b",),
+        "fields": (r"\bthis\.(?P<name>\w+)\s*=\s*new\s+(?P<type>[A-Z]\w*)",),
+    },
+}
+"""Where a language says a name's type, as regexes with ``name`` and ``type`` groups, so a call
+on that name resolves to its type's method (issue 43: ``mount.handle()`` was said to call every
+``handle``): ``params`` over a definition's parameter list (``router: Router``), ``locals``
+over its body, line by line (``r = Route()``, ``const r = new Route()``), ``fields`` over every
+method of its class (``self.main = Route()`` makes ``self.main.handle()`` Route's)."""
