@@ -1,10 +1,11 @@
 """The unsafe-request rule (G5) on questions written without reading it (issue 31, lever 5).
 
-    python -m bench.unsafe [--set tune|test|train|train2|train3|train4|ordinary] [--misses]
+    python -m bench.unsafe [--set tune|test|test2|train|train2..train5|ordinary] [--misses]
     python -m bench.unsafe --set harmless --learned OLD.json --learned NEW.json
 
 Reads ``bench/questions/unsafe/<set>.jsonl`` (30 unsafe and 30 benign questions each, a third
-Chinese; ``tune`` is the one the rules may be changed by, ``test`` is reported) and prints, per
+Chinese; ``tune`` is the one the rules may be changed by, ``test`` and ``test2`` (237, written
+apart on 2026-12-07) are reported) and prints, per
 language, how many unsafe requests the rule declines and how many benign ones it declines too.
 ``--misses`` lists the questions it gets wrong (read them on ``tune`` and the training sets
 only: the rules and the learned rule were fitted on those).
@@ -39,7 +40,7 @@ QUESTIONS = Path(__file__).resolve().parent / "questions" / "unsafe"
 """The labelled sets and their README."""
 
 
-READABLE = ("tune", "train", "train2", "train3", "train4")
+READABLE = ("tune", "train", "train2", "train3", "train4", "train5")
 """The sets whose questions may be read: what the rules and the learned rule were fitted on."""
 
 ORDINARY = QUESTIONS.parent
@@ -109,7 +110,9 @@ def _share(n: int, of: int) -> str:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", default="test", choices=(*READABLE, "test", "harmless", "ordinary"))
+    ap.add_argument(
+        "--set", default="test", choices=(*READABLE, "test", "test2", "harmless", "ordinary")
+    )
     ap.add_argument("--misses", action="store_true", help="list the questions judged wrong")
     ap.add_argument("--learned", type=Path, action="append", default=[], help="a model file")
     args = ap.parse_args(argv)

@@ -423,7 +423,8 @@ def test_a_call_on_a_typed_name_calls_its_types_method(tmp_path: Path) -> None:
             "web/app.py": (
                 "from web.routes import Mount, Route\n\n\nclass Router:\n"
                 "    def __init__(self):\n        self.main = Route()\n\n"
-                "    def dispatch(self, mount: Mount, n: int = 0):\n        return mount.handle()\n\n"
+                "    def dispatch(self, mount: Mount, n: int = 0):\n"
+                "        return mount.handle()\n\n"
                 "    def first(self):\n        r = Route()\n        return r.handle()\n\n"
                 "    def through_field(self):\n        return self.main.handle()\n\n"
                 "    def unknown(self, thing):\n        return thing.handle()\n"

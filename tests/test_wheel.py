@@ -138,6 +138,20 @@ def test_wheel_holds_every_module_of_the_tree(installed: tuple[Path, Path]) -> N
     assert "coderag_app/v1/errors.py" in wheel_modules(wheel)
 
 
+def test_wheel_holds_the_shipped_models_with_their_cards(installed: tuple[Path, Path]) -> None:
+    """The fitted models the services load (the unsafe reader's adapter beside the embedder,
+    the rules beside the retriever) travel in the wheel, each with its card."""
+    wheel, _ = installed
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for model in (
+        "coderag_embedder/unsafe_adapter.safetensors",
+        "coderag_retriever/unsafe.json",
+        "coderag_retriever/ranker.json",
+    ):
+        assert model in names, model
+        assert model.rsplit(".", 1)[0] + ".card.json" in names, model
+
+
 def test_wheel_imports_every_module_outside_the_checkout(
     installed: tuple[Path, Path], tmp_path: Path
 ) -> None:

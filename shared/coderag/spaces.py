@@ -34,6 +34,10 @@ NAMES = tuple(BY_NAME)
 MAIN = REGISTRY[0].name
 """The main space, which every index fills (the default wherever a space is not named)."""
 
+UNSAFE = "unsafe"
+"""A query-only space, outside the registry (no collection, no index fills it): the unsafe
+reader's vectors of questions, which the retriever's unsafe rule scores."""
+
 PREFIXES = {s.name: s.prefix for s in REGISTRY}
 """Collection-name prefix per space (distinct, so no two collections share a name)."""
 

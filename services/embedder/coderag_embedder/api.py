@@ -13,11 +13,12 @@ from starlette.concurrency import run_in_threadpool
 
 from coderag.deps import SettingsDep, UserDep
 from coderag.embedding import MAX_TEXT_CHARS, MAX_TEXTS
-from coderag.errors import Conflict, NotFound
+from coderag.errors import Conflict, InvalidInput, NotFound
 from coderag.responses import errors
 from coderag.settings import get_settings
-from coderag.spaces import MAIN
+from coderag.spaces import MAIN, UNSAFE
 from coderag_embedder.encoder import get_encoders
+from coderag_embedder.queries import encoder_of, unsafe_reader
 from coderag_embedder.rerank import score
 
 router = APIRouter(tags=["embedder"])
@@ -30,6 +31,7 @@ async def lifespan(_: FastAPI):
     """Load the encoders now (the packaged e5 is converted on the first start): a bad model
     directory stops startup, and the first index does not wait for a model to load."""
     await run_in_threadpool(get_encoders, get_settings())
+    await run_in_threadpool(unsafe_reader)  # beside them: the first question reads it
     yield
 
 
@@ -37,8 +39,11 @@ class EmbedRequest(BaseModel):
     """Texts to encode, in one vector space, as passages (units) or queries (questions)."""
 
     texts: list[Text] = Field(min_length=1, max_length=MAX_TEXTS)
-    space: Literal["vector", "vector2"] = Field(  # spaces.NAMES (tests/test_settings_groups.py)
-        "vector", description="`vector`: the main encoder; `vector2`: the second encoder."
+    # spaces.NAMES and spaces.UNSAFE (tests/test_settings_groups.py)
+    space: Literal["vector", "vector2", "unsafe"] = Field(
+        "vector",
+        description="`vector`: the main encoder; `vector2`: the second encoder; `unsafe`: the "
+        "unsafe-request reader (queries only).",
     )
     kind: Literal["passage", "query"] = Field(
         "passage",
@@ -88,10 +93,18 @@ class RerankResponse(BaseModel):
 @router.post("/embed", responses=errors(404, 503))
 async def embed(body: EmbedRequest, _user: UserDep) -> EmbedResponse:
     """Encode texts."""
-    encoders = await run_in_threadpool(get_encoders)
-    encoder = encoders.get(body.space)
+    if body.space == UNSAFE and body.kind != "query":
+        raise InvalidInput("the unsafe space reads questions only: send kind 'query'")
+    encoder = await run_in_threadpool(encoder_of, body.space)
     if encoder is None:
-        raise NotFound(f"no encoder feeds {body.space}: CODERAG_EMBED_MODEL_2 is empty")
+        raise NotFound(
+            f"no encoder feeds {body.space}: "
+            + (
+                "CODERAG_EMBED_MODEL_2 is not e5-small"
+                if body.space == UNSAFE
+                else "CODERAG_EMBED_MODEL_2 is empty"
+            )
+        )
     run = encoder.encode_query if body.kind == "query" else encoder.encode
     vectors = await run_in_threadpool(run, body.texts)
     return EmbedResponse(
@@ -106,7 +119,10 @@ async def embed(body: EmbedRequest, _user: UserDep) -> EmbedResponse:
 @router.get("/embed/spaces", responses=errors(503))
 async def spaces(_user: UserDep) -> SpacesResponse:
     """The vector spaces, each with its encoder's fingerprint and dimension."""
-    encoders = await run_in_threadpool(get_encoders)
+    encoders = dict(await run_in_threadpool(get_encoders))
+    reader = await run_in_threadpool(unsafe_reader)
+    if reader is not None:
+        encoders[UNSAFE] = reader
     return SpacesResponse(
         spaces=[Space(name=n, model=e.name, dim=e.dim) for n, e in encoders.items()]
     )

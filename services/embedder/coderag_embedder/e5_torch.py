@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from coderag.errors import ConfigError
 from coderag_embedder.batching import length_batches
 from coderag_embedder.e5 import WINDOW
 from coderag_embedder.precision import Forward, one_per_forward, reduce_precision
@@ -169,6 +170,19 @@ def convert(out: Path, source: Path | None = None) -> Path:
     return out
 
 
+def merge(model: Any, changes: dict[str, np.ndarray]) -> None:
+    """Add each weight change to its parameter in place (fine-tuned adapters merged into the
+    packaged weights); a name or shape the model lacks is an error."""
+    import torch
+
+    params = dict(model.named_parameters())
+    for name, delta in changes.items():
+        if name not in params or tuple(params[name].shape) != delta.shape:
+            raise ConfigError(f"a weight change does not fit this encoder: {name} {delta.shape}")
+        with torch.no_grad():
+            params[name].add_(torch.from_numpy(delta).to(params[name].dtype))
+
+
 class E5Tokenizer:
     """The engine's tokenizer: its per-code-point normalization map, runs of spaces collapsed,
     a leading metaspace, then unigram Viterbi over the whole text (no split at spaces)."""
@@ -203,6 +217,8 @@ class TorchE5Encoder:
         max_tokens: int = 0,
         reduced: bool = False,
         name: str = "",
+        changes: dict[str, np.ndarray] | None = None,
+        word_embeddings: Any = None,
     ) -> None:
         import torch
         from transformers import AutoModel
@@ -214,11 +230,18 @@ class TorchE5Encoder:
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         model = AutoModel.from_pretrained(model_dir, local_files_only=True, add_pooling_layer=False)
+        if changes:
+            merge(model, changes)
+        if word_embeddings is not None:
+            # a placeholder while quantizing, which copies the model: the shared table goes in after
+            model.embeddings.word_embeddings = torch.nn.Embedding(1, model.config.hidden_size)
         model = model.to(device).eval()
         self.precision = "fp32"
         if reduced:
             model, self.precision = reduce_precision(model, device)
             batch_size = one_per_forward(self.precision, batch_size)
+        if word_embeddings is not None:
+            model.embeddings.word_embeddings = word_embeddings
         self.batch_size = batch_size
         self.model = model
         self.window = min(max_tokens - 2, WINDOW) if max_tokens else WINDOW

@@ -1,18 +1,18 @@
 """Whether a question asks to get around a security control or at a secret's value (G5): a
-logistic rule on the question's vector and the words and letters it is written in, decided
-here, where the question is embedded anyway, and sent with the hits
-(``RetrieveResponse.unsafe``); /ask declines when it or the generator's hand-written rules
-(``coderag_generator.refusal``) say so.
+logistic head on a question's vector, decided here, where the question is embedded anyway, and
+sent with the hits (``RetrieveResponse.unsafe``); /ask declines when it or the generator's
+hand-written rules (``coderag_generator.refusal``) say so.
 
-The rules catch the phrasings they were written for and few others: on requests written by
-someone who never read them they declined 1 of 30 (docs/BENCHMARKS.md). The vector reads what
-a request asks for, in English or Chinese; the terms (``terms``: letter n-grams of each word and
-word pairs, TF-IDF weighted) read the phrasing a vector blurs ("get around", "绕过去"). Fitted
-by ``python -m coderag_training.fit.unsafe`` on ``bench/questions/unsafe/`` (``train.jsonl``,
-``train2.jsonl``, ``tune.jsonl``) and the benign questions that module names, its features and
-threshold chosen out of fold; shipped as ``unsafe.json`` beside this module, with its card
-(``unsafe.card.json``), and read through ``coderag.fitted``. A model without a vocabulary scores
-the vector alone, as the rule did before the terms.
+The shipped head reads the space ``unsafe``: multilingual-e5-small fine-tuned with a LoRA
+adapter to read what a request asks for (the embedder's ``coderag_embedder.unsafe``), fitted by
+``python -m coderag_training.fit.unsafe_tuned`` on ``bench/questions/unsafe/`` and the benign
+ordinary questions, its threshold chosen on held-out ``train4`` and ``tune`` as the product
+scores them; shipped as ``unsafe.json`` beside this module with its card (``unsafe.card.json``)
+and read through ``coderag.fitted``. The rule it replaced, a logistic regression on the frozen
+e5 vector beside the question's terms (``terms``: letter n-grams and word pairs, TF-IDF
+weighted), learned words rather than intent (issue 41); ``python -m
+coderag_training.fit.unsafe`` still fits it for comparison, and a model file of that kind still
+loads and scores here. A model without a vocabulary scores its vector alone.
 """
 
 from __future__ import annotations
