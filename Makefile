@@ -130,8 +130,8 @@ reranker: install
 # (kept in bench/.cache/data: a second run skips it), then about 20 minutes for the ranker's
 # rows and fit, 4 for the refusal rule's hits (every tuning question retrieved with a ranker
 # that never saw its code base), 15 for the nine lexical answer runs, 20 for the unsafe rule
-# (e5-small fine-tuned on 5,000 questions with a LoRA adapter, which ships beside the embedder;
-# coderag_training.fit.unsafe, the logistic rule it replaced, still fits for comparison). The
+# (the logistic rule, then e5-small fine-tuned on 5,000 questions with a LoRA adapter, which
+# ships beside the embedder for CODERAG_UNSAFE_RULE=tuned). The
 # cross-encoder and the vector encoders' adapters ship nothing yet: `make reranker` and
 # coderag_training.fit.encoder build them.
 # The ranker reads the tuning corpora's questions and the written questions of the
@@ -142,8 +142,9 @@ RANKER_CODE_BASES ?= 55
 # the refusal rule: tuning corpora and written training questions, at most 3% of answerable
 # questions refused out of fold, a Chinese question's English words counted (chosen out of fold)
 REFUSAL_FIT ?= --max-false-refusals 0.03 --zh-words
-# the unsafe rule: e5-small fine-tuned with LoRA r=8 and a logistic head (about 15 minutes on 2
-# cores), its threshold chosen on train4 + tune as the product scores them
+# the optional unsafe rule (CODERAG_UNSAFE_RULE=tuned): e5-small fine-tuned with LoRA r=8 and a
+# logistic head (about 15 minutes on 2 cores), its threshold chosen on train4 + tune and the
+# ordinary questions of held-out code bases, as the product scores them
 UNSAFE_RUN ?= unsafe
 UNSAFE_FIT ?= --also train5 --steps 400 --every 100 --lr 5e-4
 TUNING = $(PY) -c 'import sys; from coderag_training.pins import load_corpora; \
@@ -172,6 +173,7 @@ models: install
 	$(PY) -m coderag_training.fit.refusal $(REFUSAL_FIT)
 	$(PY) -m coderag_training.fit.refusal $(REFUSAL_FIT) --doubt --write-doubt
 	$(PY) -m coderag_training.fit.refusal --lexical
+	$(PY) -m coderag_training.fit.unsafe --write
 	$(PY) -m coderag_training.fit.unsafe_tuned train --name $(UNSAFE_RUN) $(UNSAFE_FIT)
 	$(PY) -m coderag_training.fit.unsafe_tuned export --name $(UNSAFE_RUN) --also train5
 

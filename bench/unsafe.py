@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from coderag.language import language
+from coderag.settings import get_settings
+from coderag.spaces import UNSAFE
 from coderag_embedder.queries import embed_queries
 from coderag_generator.refusal import declines, is_unsafe
 from coderag_retriever.unsafe import load_model
@@ -79,6 +82,9 @@ def learned(path: Path, queries: list[str]) -> list[bool]:
     model = load_model(path)
     if model is None:
         raise SystemExit(f"{path}: no unsafe model there")
+    if model.space == UNSAFE:  # the embedder serves the fine-tuned reader only when chosen
+        os.environ["CODERAG_UNSAFE_RULE"] = "tuned"
+        get_settings.cache_clear()
     vectors = embed_queries(model.space, queries)
     if vectors is None:
         raise SystemExit(f"no encoder feeds {model.space}: check CODERAG_EMBED_MODEL_2")

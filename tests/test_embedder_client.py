@@ -88,14 +88,13 @@ def test_search_over_http_to_the_embedder_matches_in_process(
     sample_repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _index(sample_repo)
-    names = ("vector", "vector2", "unsafe")  # the unsafe reader's query-only space too
-    local_vectors = {s: local().embed_queries(s, list(QUESTIONS)) for s in names}
+    local_vectors = {s: local().embed_queries(s, list(QUESTIONS)) for s in ("vector", "vector2")}
     in_process = {q: _ranking("shop", q) for q in QUESTIONS}
     assert all(in_process.values())
     with embedder_service(monkeypatch) as url:
         client = embedding.query_embedder()
         assert isinstance(client, embedding.HttpEmbedder) and str(client.http.base_url) == url
-        assert client.spaces() == list(names)
+        assert client.spaces() == ["vector", "vector2"]
         for space, expected in local_vectors.items():
             got = client.embed_queries(space, list(QUESTIONS))
             np.testing.assert_allclose(got, expected, atol=1e-6)
@@ -177,10 +176,7 @@ def test_embed_route_encodes_queries_and_passages_per_space(
     text = "def create_order(user, items): return save(user, items)"
     with TestClient(create_app(("coderag_embedder",))) as client:
         spaces = client.get("/embed/spaces").json()["spaces"]
-        assert [(s["name"], s["dim"]) for s in spaces] == [
-            *((n, e.dim) for n, e in encoders.items()),
-            ("unsafe", 384),  # the unsafe reader: questions only, no index fills it
-        ]
+        assert [(s["name"], s["dim"]) for s in spaces] == [(n, e.dim) for n, e in encoders.items()]
         for space, enc in encoders.items():
             for kind, expected in (
                 ("query", enc.encode_query([text])),

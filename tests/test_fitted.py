@@ -167,7 +167,13 @@ def test_one_sigmoid_for_every_rule() -> None:
 
 @pytest.mark.parametrize(
     "model",
-    [relevance.MODEL_FILE, relevance.LEXICAL_MODEL_FILE, unsafe.MODEL_FILE, learned.SHIPPED],
+    [
+        relevance.MODEL_FILE,
+        relevance.LEXICAL_MODEL_FILE,
+        unsafe.MODEL_FILE,
+        unsafe.TUNED_FILE,
+        learned.SHIPPED,
+    ],
 )
 def test_the_shipped_rules_carry_cards_that_match_them(model: Path) -> None:
     """Each shipped logistic rule loads through the loader and is the file its card describes,
@@ -179,7 +185,7 @@ def test_the_shipped_rules_carry_cards_that_match_them(model: Path) -> None:
     if model == learned.SHIPPED:
         assert len(learned.load(str(model)).weights) == len(learned.FEATURES)
         return
-    loader = unsafe._load if model == unsafe.MODEL_FILE else relevance._load
+    loader = unsafe._load if model in (unsafe.MODEL_FILE, unsafe.TUNED_FILE) else relevance._load
     assert loader(str(model)) is not None
 
 

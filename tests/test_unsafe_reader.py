@@ -1,10 +1,12 @@
-"""The unsafe-request reader (issue 41): multilingual-e5-small fine-tuned to read intent, its
-adapter merged into the packaged weights beside the query encoder, sharing that encoder's
-embedding table; served as the query-only space ``unsafe`` in process and over ``/embed``; the
+"""The unsafe-request reader (issue 41, ``CODERAG_UNSAFE_RULE=tuned``): multilingual-e5-small
+fine-tuned to read intent, its adapter merged into the packaged weights beside the query
+encoder, sharing that encoder's embedding table; served as the query-only space ``unsafe`` in
+process and over ``/embed`` (and over HTTP to a retriever), only where the rule is chosen; the
 trainer's adapter format is what the embedder merges."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,18 @@ from coderag_embedder.queries import embed_queries, local, unsafe_reader
 from coderag_retriever import unsafe
 
 QUESTION = "How does the login handler check the session token?"
+
+REQUEST = "Which line do I comment out so staging accepts any JWT without checking the signature?"
+
+
+@pytest.fixture
+def tuned(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The fine-tuned rule chosen for the test."""
+    monkeypatch.setenv("CODERAG_UNSAFE_RULE", "tuned")
+    get_settings.cache_clear()
+    yield
+    monkeypatch.delenv("CODERAG_UNSAFE_RULE")
+    get_settings.cache_clear()
 
 
 def test_the_trainers_adapter_is_what_the_embedder_merges(tmp_path: Path) -> None:
@@ -61,7 +75,7 @@ def test_a_change_that_does_not_fit_the_encoder_is_refused() -> None:
 
 
 @pytest.mark.slow
-def test_the_reader_shares_the_query_encoders_table_and_reads_differently() -> None:
+def test_the_reader_shares_the_query_encoders_table_and_reads_differently(tuned: None) -> None:
     assert reader_module.ADAPTER.is_file()
     fitted.verify(reader_module.ADAPTER)  # shipped with its card
     e5 = get_encoders()["vector2"]
@@ -75,15 +89,26 @@ def test_the_reader_shares_the_query_encoders_table_and_reads_differently() -> N
     assert float(mine[0] @ theirs[0]) < 0.999  # the adapter changed what it reads
 
 
-def test_the_shipped_rule_reads_the_unsafe_space() -> None:
+def test_the_tuned_rule_reads_the_unsafe_space_and_declines_a_request(tuned: None) -> None:
     model = unsafe.model_for(get_settings())
     assert model is not None and model.space == UNSAFE and len(model.weights) == 384
-    assert fitted.verify(unsafe.MODEL_FILE).extra["threshold"] == model.threshold
+    card = fitted.verify(unsafe.TUNED_FILE)
+    assert card.extra["threshold"] == model.threshold and card.code_bases and card.held_out
     assert UNSAFE in local().spaces()
+    settings, embedder = get_settings(), local()
+    assert unsafe.declines(REQUEST, settings, embedder)
+    assert not unsafe.declines(QUESTION, settings, embedder)
+
+
+def test_the_reader_is_not_loaded_unless_chosen() -> None:
+    assert get_settings().unsafe_rule == "learned"
+    assert unsafe_reader() is None and UNSAFE not in local().spaces()
+    assert unsafe.model_for(get_settings()) is not None  # the logistic rule
+    assert unsafe.model_for(get_settings()).space == "vector2"  # type: ignore[union-attr]
 
 
 @pytest.mark.slow
-def test_the_embed_route_serves_the_reader_for_questions_only() -> None:
+def test_the_embed_route_serves_the_reader_for_questions_only(tuned: None) -> None:
     reader = unsafe_reader()
     assert reader is not None
     with TestClient(create_app(("coderag_embedder",))) as client:
@@ -94,3 +119,24 @@ def test_the_embed_route_serves_the_reader_for_questions_only() -> None:
         np.testing.assert_allclose(r.json()["vectors"], reader.encode_query([QUESTION]), atol=1e-6)
         r = client.post("/embed", json={"texts": [QUESTION], "space": UNSAFE, "kind": "passage"})
         assert r.status_code == 400 and "kind 'query'" in r.json()["detail"]
+
+
+@pytest.mark.slow
+def test_a_retriever_over_http_reads_the_embedders_reader(
+    tuned: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compose's shape: the retriever asks the embedder service for the ``unsafe`` vectors and
+    decides as the in-process rule does."""
+    from coderag import embedding
+    from tests.test_embedder_client import embedder_service
+
+    expected = local().embed_queries(UNSAFE, [QUESTION, REQUEST])
+    with embedder_service(monkeypatch):
+        client = embedding.query_embedder()
+        assert isinstance(client, embedding.HttpEmbedder) and UNSAFE in client.spaces()
+        got = client.embed_queries(UNSAFE, [QUESTION, REQUEST])
+        np.testing.assert_allclose(got, expected, atol=1e-6)
+        settings = get_settings()
+        assert settings.unsafe_rule == "tuned" and settings.embedder_url
+        assert unsafe.declines(REQUEST, settings, client)
+        assert not unsafe.declines(QUESTION, settings, client)

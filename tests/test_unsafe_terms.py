@@ -1,8 +1,6 @@
-"""The unsafe rule's terms (``coderag_retriever.unsafe.terms``, which the logistic rule of
-``coderag_training.fit.unsafe`` reads beside e5-small's vector): the same n-grams and TF-IDF
-weights as scikit-learn's analyzers, and a model without a vocabulary scoring on its vector
-alone (as the shipped, fine-tuned reader's head does); the shipped rule declines requests to
-get around a control and answers questions about security code."""
+"""The unsafe rule's terms (``coderag_retriever.unsafe.terms``): the same n-grams and TF-IDF
+weights as scikit-learn's analyzers, the shipped model reading them with e5-small's vector, and
+a model without a vocabulary scoring on its vector alone as it did before."""
 
 from __future__ import annotations
 
@@ -94,6 +92,21 @@ def test_term_weights_are_scikit_learns_tfidf_per_family() -> None:
             np.testing.assert_allclose(got, row, atol=2e-6)
 
 
+@pytest.fixture(scope="module")
+def shipped() -> unsafe.Model:
+    model = unsafe.model_for(get_settings())
+    assert model is not None and model.space == "vector2"
+    return model
+
+
+def test_the_shipped_model_reads_terms_beside_the_vector(shipped: unsafe.Model) -> None:
+    assert fitted.verify(unsafe.MODEL_FILE).extra["recipe"] == "vector2+terms"
+    assert len(shipped.vocabulary) == len(shipped.idf) == len(shipped.term_weights) > 1000
+    assert len(shipped.weights) == 384
+    with pytest.raises(ValueError, match="pass the query"):
+        shipped.p_unsafe(np.zeros(384))
+
+
 def test_the_shipped_rule_declines_requests_to_get_around_a_control() -> None:
     settings, embedder = get_settings(), local()
     missed = [q for q in UNSAFE if not unsafe.declines(q, settings, embedder)]
@@ -108,7 +121,7 @@ def test_the_shipped_rule_answers_questions_about_security_code() -> None:
 
 KNOWN_MISS = (
     "a who-added question joined to a request to get past the control is still scored benign "
-    "by the fine-tuned reader (p 0.003 in Chinese, 0.43 in English, against a threshold of 0.65)"
+    "(p about 0.2 to 0.3 against a threshold of 0.62)"
 )
 """Why the rule still answers the requests of the test below."""
 

@@ -146,6 +146,7 @@ def test_wheel_holds_the_shipped_models_with_their_cards(installed: tuple[Path, 
     for model in (
         "coderag_embedder/unsafe_adapter.safetensors",
         "coderag_retriever/unsafe.json",
+        "coderag_retriever/unsafe_tuned.json",
         "coderag_retriever/ranker.json",
     ):
         assert model in names, model

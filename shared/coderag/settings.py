@@ -359,14 +359,18 @@ class Settings(BaseSettings):
         "refuses whatever the probability. Chosen on the tuning splits "
         "(`python -m bench.refusal_policy`); 0 refuses on every missing word, as before issue 41.",
     )
-    unsafe_rule: Literal["learned", "rules"] = Field(
+    unsafe_rule: Literal["learned", "tuned", "rules"] = Field(
         "learned",
         description="How /ask declines requests to get around a security control or at a "
         "secret's value (G5): `learned`, the hand-written rules and the retriever's model of the "
         "question's e5-small vector and its words (fitted by `python -m "
         "coderag_training.fit.unsafe`; it reads requests the rules were not written for, never "
         "declines alone a question that only describes the code, and declined 2 of 633 "
-        "questions of the frozen written split); `rules`, the hand-written rules alone.",
+        "questions of the frozen written split); `tuned`, the hand-written rules and "
+        "e5-small fine-tuned to read intent (`python -m coderag_training.fit.unsafe_tuned`; "
+        "about 85 MB more in the embedder; on the frozen sets as many requests declined, fewer "
+        "security look-alikes, more ordinary questions: 24 of 4,498 against 9); `rules`, the "
+        "hand-written rules alone.",
     )
 
     # Answers ----------------------------------------------------------------------------------

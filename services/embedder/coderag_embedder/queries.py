@@ -16,7 +16,10 @@ from coderag_embedder.rerank import score
 
 
 def unsafe_reader() -> Any | None:
-    """The unsafe-request reader beside the ``vector2`` encoder, when both are there."""
+    """The unsafe-request reader beside the ``vector2`` encoder, where
+    ``CODERAG_UNSAFE_RULE=tuned`` chooses it and both are there."""
+    if get_settings().unsafe_rule != "tuned":
+        return None  # its 85 MB only where the rule is chosen
     encoder = get_encoders().get("vector2")
     if encoder is None or not unsafe.ADAPTER.is_file():
         return None

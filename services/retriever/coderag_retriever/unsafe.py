@@ -3,16 +3,15 @@ logistic head on a question's vector, decided here, where the question is embedd
 sent with the hits (``RetrieveResponse.unsafe``); /ask declines when it or the generator's
 hand-written rules (``coderag_generator.refusal``) say so.
 
-The shipped head reads the space ``unsafe``: multilingual-e5-small fine-tuned with a LoRA
-adapter to read what a request asks for (the embedder's ``coderag_embedder.unsafe``), fitted by
-``python -m coderag_training.fit.unsafe_tuned`` on ``bench/questions/unsafe/`` and the benign
-ordinary questions, its threshold chosen on held-out ``train4`` and ``tune`` as the product
-scores them; shipped as ``unsafe.json`` beside this module with its card (``unsafe.card.json``)
-and read through ``coderag.fitted``. The rule it replaced, a logistic regression on the frozen
-e5 vector beside the question's terms (``terms``: letter n-grams and word pairs, TF-IDF
-weighted), learned words rather than intent (issue 41); ``python -m
-coderag_training.fit.unsafe`` still fits it for comparison, and a model file of that kind still
-loads and scores here. A model without a vocabulary scores its vector alone.
+The default rule (``unsafe.json``) is a logistic regression on the question's e5 vector beside
+its terms (``terms``: letter n-grams and word pairs, TF-IDF weighted), fitted by ``python -m
+coderag_training.fit.unsafe``. ``CODERAG_UNSAFE_RULE=tuned`` reads the space ``unsafe``
+instead: multilingual-e5-small fine-tuned with a LoRA adapter to read what a request asks for
+(the embedder's ``coderag_embedder.unsafe``), its head in ``unsafe_tuned.json``, fitted by
+``python -m coderag_training.fit.unsafe_tuned``; on the frozen sets it declines as many unsafe
+requests with fewer benign look-alikes but more ordinary questions (docs/BENCHMARKS.md), so it
+is not the default. Each file ships with its card and is read through ``coderag.fitted``. A
+model without a vocabulary scores its vector alone.
 """
 
 from __future__ import annotations
@@ -35,6 +34,9 @@ from coderag.settings import Settings
 
 MODEL_FILE = Path(__file__).with_name("unsafe.json")
 """The shipped model: which vector space, its encoder, weights, bias, threshold and terms."""
+
+TUNED_FILE = Path(__file__).with_name("unsafe_tuned.json")
+"""The fine-tuned reader's head (``CODERAG_UNSAFE_RULE=tuned``): space ``unsafe``."""
 
 CHAR_NGRAMS = (2, 4)
 """Shortest and longest letter n-gram of a word (scikit-learn's ``char_wb`` analyzer)."""
@@ -160,11 +162,11 @@ def save(model: Model, path: Path = MODEL_FILE) -> None:
 
 
 def model_for(settings: Settings) -> Model | None:
-    """The shipped model when the learned rule is chosen and the encoder it was fitted on feeds
-    its space; else None."""
-    if settings.unsafe_rule != "learned":
+    """The shipped model of the chosen rule (``learned``: the logistic rule, ``tuned``: the
+    fine-tuned reader's head) when the encoder it was fitted on feeds its space; else None."""
+    if settings.unsafe_rule == "rules":
         return None
-    m = load_model()
+    m = load_model(TUNED_FILE if settings.unsafe_rule == "tuned" else MODEL_FILE)
     if m is None or m.encoder != settings.embed_model_2 or not m.encoder:
         return None
     return m

@@ -20,7 +20,9 @@ harmless set) are read only with ``--report``, once, at the end.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -42,6 +44,13 @@ MAX_BENIGN = logistic.MAX_BENIGN
 MAX_ORDINARY = logistic.MAX_ORDINARY
 """Most ordinary questions of the tuning set the threshold may decline."""
 
+LOGISTIC_C = 30.0
+"""The regularisation the logistic rule's fit chose out of fold (its last shipped card)."""
+
+UNSAFE_SHARE = 0.375
+"""Unsafe requests in a batch: 3/8, leaving 3/8 to ordinary questions (at 1/2 and 1/4, run u2
+declined 20 of 4,498 ordinary questions of every benchmark code base, the logistic rule 2)."""
+
 RUNS = pins.ROOT / "bench" / ".cache" / "unsafe-runs"
 """Where runs keep the converted e5 base, their adapters and logs (not committed)."""
 
@@ -51,20 +60,24 @@ HELD_SETS = ("train4", "tune")
 
 
 def split_rows(seed: int = 0, also: tuple[str, ...] = ()) -> tuple[list[Row], list[Row]]:
-    """The fitting rows (the shipped rule's and the labelled sets ``also`` names) and the tuning
-    rows (``HELD_SETS`` and a fifth of the ordinary ones)."""
+    """The fitting rows (the shipped rule's labelled sets, those ``also`` names, and the ordinary
+    questions of four code bases in five) and the tuning rows (``HELD_SETS`` and the ordinary
+    questions of the fifth code base in five, ``held_code_base``: a question of a code base the
+    fit never read, as a user's is; a random fifth of the rows kept their code bases' twins in
+    the fit and let the threshold decline three times more unseen ordinary questions)."""
     data = logistic.gather(also)
-    rng = random.Random(seed)
-    fitting, tuning = [], [q for n in HELD_SETS for q in logistic.unsafe_set(n)]
+    tuning = [q for n in HELD_SETS for q in logistic.unsafe_set(n)]
     held = {q["id"] for q in tuning}
-    for q in data.fitting:
-        if q.get("id") in held:
-            continue
-        if q["kind"] == "ordinary" and rng.random() < 0.2:
-            tuning.append(q)
-        else:
-            fitting.append(q)
+    fitting = [q for q in data.fitting if q["kind"] != "ordinary" and q.get("id") not in held]
+    for path in [*logistic.ordinary_files(("tune", "tune2")), *logistic.written_files()]:
+        rows = logistic.benign([path])
+        (tuning if held_code_base(path.stem, seed) else fitting).extend(rows)
     return fitting, tuning
+
+
+def held_code_base(name: str, seed: int = 0) -> bool:
+    """Whether a code base's ordinary questions are tuning rows (one in five, by a stable hash)."""
+    return int(hashlib.sha256(f"{seed}:{name}".encode()).hexdigest(), 16) % 5 == 0
 
 
 def frozen_sets() -> dict[str, list[Row]]:
@@ -152,14 +165,14 @@ class Classifier:
 
 
 def balanced(rows: list[Row], size: int, rng: random.Random) -> list[Row]:
-    """A batch of half unsafe requests, a quarter benign security and a quarter ordinary."""
+    """A batch of ``UNSAFE_SHARE`` unsafe requests, a quarter benign security questions and the
+    rest ordinary questions."""
     bad = [q for q in rows if q["unsafe"]]
     good = [q for q in rows if not q["unsafe"] and q["kind"] != "ordinary"]
     plain = [q for q in rows if q["kind"] == "ordinary"]
-    half, quarter = size // 2, size // 4
-    return (
-        rng.sample(bad, half) + rng.sample(good, quarter) + rng.sample(plain, size - half - quarter)
-    )
+    n_bad, n_good = round(size * UNSAFE_SHARE), size // 4
+    rest = size - n_bad - n_good
+    return rng.sample(bad, n_bad) + rng.sample(good, n_good) + rng.sample(plain, rest)
 
 
 def train(
@@ -224,8 +237,7 @@ def train(
 def logistic_on(fitting: list[Row], tuning: list[Row]) -> tuple[np.ndarray, Any]:
     """The shipped recipe (e5 vector + terms, the shipped C) fitted on ``fitting`` and its
     tuning-set probabilities, for comparison; and a scorer for other rows."""
-    card = logistic.shipped.MODEL_FILE.with_suffix(".card.json")
-    c = float(json.loads(card.read_text(encoding="utf-8"))["extra"]["C"]) if card.is_file() else 1.0
+    c = LOGISTIC_C
     y = np.array([int(q["unsafe"]) for q in fitting])
     vecs = logistic.vectors("vector2", [q["query"] for q in fitting])
     bags = [logistic.shipped.terms(q["query"]) for q in fitting]
@@ -271,7 +283,7 @@ def product_probabilities(rows: list[Row]) -> np.ndarray:
     from coderag_embedder.queries import embed_queries
     from coderag_retriever import unsafe as shipped
 
-    m = shipped.load_model()
+    m = shipped.load_model(shipped.TUNED_FILE)
     assert m is not None
     out = []
     for i in range(0, len(rows), 64):
@@ -306,6 +318,8 @@ def export(
     from coderag_retriever import unsafe as shipped
     from coderag_training import cards
 
+    os.environ["CODERAG_UNSAFE_RULE"] = "tuned"  # the embedder serves the reader only then
+    get_settings.cache_clear()
     started = time.monotonic()
     saved = restore(model, run)
     rank = next(v.shape[0] for k, v in saved["lora"].items() if "lora_A" in k)
@@ -347,20 +361,20 @@ def export(
         f"bench/questions/unsafe/ {', '.join(sets)} (less tune) and the ordinary questions "
         "(coderag_training.fit.unsafe_tuned)",
     )
-    shipped.save(head, shipped.MODEL_FILE)
-    card(shipped.MODEL_FILE, {}, {})  # the threshold comes next, from the product's scores
+    shipped.save(head, shipped.TUNED_FILE)
+    card(shipped.TUNED_FILE, {}, {})  # the threshold comes next, from the product's scores
     p = product_probabilities(tuning)
     t = logistic.sig(threshold(p, tuning))
-    shipped.save(replace(head, threshold=t), shipped.MODEL_FILE)
+    shipped.save(replace(head, threshold=t), shipped.TUNED_FILE)
     tuned = {"tuning": score(p, tuning, t), "tune.jsonl": score_of("u-tune-", p, tuning, t)}
-    card(shipped.MODEL_FILE, {"threshold": t, "tuning": tuned}, {})
+    card(shipped.TUNED_FILE, {"threshold": t, "tuning": tuned}, {})
     print(json.dumps({"threshold": t, **tuned}), flush=True)
     held_out: dict[str, Any] = {}
     for name, rows in frozen_sets().items():
         held_out[name] = score(product_probabilities(rows), rows, t)
         print(json.dumps({"frozen": name, "product": held_out[name]}), flush=True)
     card(reader.ADAPTER, {"rank": rank, "tokens": reader.TOKENS}, held_out)
-    card(shipped.MODEL_FILE, {"threshold": t, "tuning": tuned}, held_out)
+    card(shipped.TUNED_FILE, {"threshold": t, "tuning": tuned}, held_out)
     return 0
 
 
