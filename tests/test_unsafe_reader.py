@@ -118,7 +118,7 @@ def test_the_embed_route_serves_the_reader_for_questions_only(tuned: None) -> No
         assert r.status_code == 200, r.text
         np.testing.assert_allclose(r.json()["vectors"], reader.encode_query([QUESTION]), atol=1e-6)
         r = client.post("/embed", json={"texts": [QUESTION], "space": UNSAFE, "kind": "passage"})
-        assert r.status_code == 400 and "kind 'query'" in r.json()["detail"]
+        assert r.status_code == 404 and "questions only" in r.json()["detail"]
 
 
 @pytest.mark.slow

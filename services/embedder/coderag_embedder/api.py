@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from coderag.deps import SettingsDep, UserDep
 from coderag.embedding import MAX_TEXT_CHARS, MAX_TEXTS
-from coderag.errors import Conflict, InvalidInput, NotFound
+from coderag.errors import Conflict, NotFound
 from coderag.responses import errors
 from coderag.settings import get_settings
 from coderag.spaces import MAIN, UNSAFE
@@ -94,7 +94,8 @@ class RerankResponse(BaseModel):
 async def embed(body: EmbedRequest, _user: UserDep) -> EmbedResponse:
     """Encode texts."""
     if body.space == UNSAFE and body.kind != "query":
-        raise InvalidInput("the unsafe space reads questions only: send kind 'query'")
+        # no encoder makes passages of this space: as for a space no encoder feeds
+        raise NotFound("no encoder feeds unsafe passages: the unsafe space reads questions only")
     encoder = await run_in_threadpool(encoder_of, body.space)
     if encoder is None:
         raise NotFound(

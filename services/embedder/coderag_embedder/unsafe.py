@@ -20,6 +20,7 @@ import numpy as np
 
 from coderag import fitted
 from coderag.errors import ConfigError
+from coderag_embedder.e5_torch import TorchE5Encoder
 
 ADAPTER = Path(__file__).with_name("unsafe_adapter.safetensors")
 """The shipped adapter: for each adapted linear layer ``NAME``, ``NAME.a`` (rank x in) and
@@ -52,8 +53,6 @@ def reader(query_encoder: Any, model_dir: Path, device: str) -> Any | None:
     as it was trained, sharing the encoder's embedding table), once per process; None when no
     adapter ships or the query encoder is not e5 on torch (the retriever then keeps to the
     hand-written checks)."""
-    from coderag_embedder.e5_torch import TorchE5Encoder
-
     if not ADAPTER.is_file() or not isinstance(query_encoder, TorchE5Encoder):
         return None
     with _lock:

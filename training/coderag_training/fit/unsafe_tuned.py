@@ -32,7 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from coderag_training import pins
+from coderag.settings import get_settings
+from coderag_embedder import unsafe as reader
+from coderag_embedder.queries import embed_queries
+from coderag_retriever import unsafe as shipped
+from coderag_training import cards, pins
 from coderag_training.encoder import load_e5
 from coderag_training.fit import unsafe as logistic
 
@@ -280,8 +284,6 @@ def adapter_parts(lora: dict[str, Any], scaling: float) -> dict[str, np.ndarray]
 def product_probabilities(rows: list[Row]) -> np.ndarray:
     """p(unsafe) of each question as the product computes it: the embedder's reader (in the
     precision it serves) and the retriever's shipped rule."""
-    from coderag_embedder.queries import embed_queries
-    from coderag_retriever import unsafe as shipped
 
     m = shipped.load_model(shipped.TUNED_FILE)
     assert m is not None
@@ -312,11 +314,6 @@ def export(
     retriever, each with its card; then the frozen sets, read once, as the product scores
     them."""
     from safetensors.numpy import save_file
-
-    from coderag.settings import get_settings
-    from coderag_embedder import unsafe as reader
-    from coderag_retriever import unsafe as shipped
-    from coderag_training import cards
 
     os.environ["CODERAG_UNSAFE_RULE"] = "tuned"  # the embedder serves the reader only then
     get_settings.cache_clear()
